@@ -1,0 +1,1 @@
+"""adapters: see DESIGN.md §2."""

@@ -1,0 +1,1 @@
+"""recipes: see DESIGN.md §2."""

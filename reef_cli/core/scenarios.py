@@ -1,0 +1,155 @@
+"""Scenarios: one evolving harness each, with its own release chain, records and policy.
+
+Layout under the state dir::
+
+    scenarios/<name>/scenario.toml   description, created_at
+    scenarios/<name>/chain.git       the release chain (bare git repository)
+    archive/<name>-<utc stamp>/      where `delete` moves a scenario: nothing is destroyed
+
+Creation builds the folder under a temporary name and renames it into place, so a
+half-created scenario is never visible.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from reef_cli.core import paths
+from reef_cli.core.errors import ScenarioExists, ScenarioNotFound, StateError
+from reef_cli.core.names import check_name
+
+SCENARIO_FILE = "scenario.toml"
+CHAIN_DIR = "chain.git"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: Path
+    description: str
+    created_at: str
+
+    @property
+    def chain_dir(self) -> Path:
+        return self.path / CHAIN_DIR
+
+    def chain(self):  # -> Chain (imported lazily: it pulls in git)
+        from reef_cli.core.releases import Chain
+
+        return Chain(self.chain_dir)
+
+
+def _read(path: Path) -> Scenario:
+    meta_file = path / SCENARIO_FILE
+    try:
+        data = tomllib.loads(meta_file.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise StateError(
+            f"scenario folder {path} has no readable {SCENARIO_FILE}",
+            f"restore {meta_file} or move the folder aside",
+        ) from exc
+    return Scenario(
+        name=path.name,
+        path=path,
+        description=str(data.get("description", "")),
+        created_at=str(data.get("created_at", "")),
+    )
+
+
+def create(name: str, description: str = "") -> Scenario:
+    import tomli_w
+
+    from reef_cli.core.releases import Chain
+
+    check_name("scenario", name)
+    root = paths.ensure_state_dir() / "scenarios"
+    root.mkdir(exist_ok=True)
+    final = root / name
+    if final.exists():
+        raise ScenarioExists(f"scenario {name!r} already exists", "pick another name")
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    try:
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        (staging / SCENARIO_FILE).write_text(
+            tomli_w.dumps({"description": description, "created_at": created}), encoding="utf-8"
+        )
+        Chain.create(staging / CHAIN_DIR)
+        staging.rename(final)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if final.exists():
+            raise ScenarioExists(f"scenario {name!r} already exists", "pick another name") from exc
+        raise StateError(f"cannot create scenario {name!r}: {exc}") from exc
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return _read(final)
+
+
+def get(name: str) -> Scenario:
+    check_name("scenario", name)
+    path = paths.scenarios_dir() / name
+    if not (path / SCENARIO_FILE).exists():
+        raise ScenarioNotFound(
+            f"unknown scenario {name!r}",
+            f"create it with `reef scenario create {name}` (see `reef scenario list`)",
+        )
+    return _read(path)
+
+
+def get_or_create(name: str) -> Scenario:
+    try:
+        return get(name)
+    except ScenarioNotFound:
+        try:
+            return create(name)
+        except ScenarioExists:
+            return get(name)
+
+
+def list_all() -> list[Scenario]:
+    root = paths.scenarios_dir()
+    if not root.is_dir():
+        return []
+    return [
+        _read(p)
+        for p in sorted(root.iterdir())
+        if not p.name.startswith(".") and (p / SCENARIO_FILE).exists()
+    ]
+
+
+def delete(name: str) -> Path:
+    """Archive the scenario (moved, never removed); returns where it went."""
+    scenario = get(name)
+    archive = paths.archive_dir()
+    archive.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = archive / f"{name}-{stamp}"
+    scenario.path.rename(target)
+    return target
+
+
+def list_archived() -> list[Path]:
+    root = paths.archive_dir()
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+def restore(archived: str) -> Scenario:
+    """Bring an archived scenario back under its original name."""
+    source = paths.archive_dir() / archived
+    if not (source / SCENARIO_FILE).exists():
+        raise ScenarioNotFound(
+            f"no archived scenario {archived!r}", "see `reef scenario list --archived`"
+        )
+    name = archived.rsplit("-", 1)[0]
+    target = paths.scenarios_dir() / name
+    if target.exists():
+        raise ScenarioExists(f"scenario {name!r} exists again", "delete or rename it first")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.rename(target)
+    return _read(target)

@@ -1,0 +1,219 @@
+"""Whole-tree credential scan: detect-secrets' pattern detectors plus Reef's own rules.
+
+A finding names the rule and ``file:line`` and never carries the secret itself, so it is
+safe to print, log and store. Obvious placeholders (``sk-...``, ``YOUR_API_KEY``,
+``<token>``) are not findings. Values split across lines by string concatenation or a
+line continuation are joined before scanning.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    path: str
+    line: int
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} at {self.path}:{self.line}"
+
+
+# Reef's own rules: the formats detect-secrets misses or matches too loosely.
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("anthropic-api-key", re.compile(r"\bsk-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_-]{20,}")),
+    ("openai-api-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?(?!ant-)[A-Za-z0-9_-]{20,}")),
+    ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")),
+    ("github-token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
+    ("github-fine-grained-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}")),
+    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("slack-token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}")),
+    (
+        "slack-webhook",
+        re.compile(r"https://hooks\.slack\.com/services/T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9]{16,}"),
+    ),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("stripe-live-key", re.compile(r"\b(?:sk|rk|pk)_live_[0-9A-Za-z]{20,}")),
+    (
+        "jwt",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}"),
+    ),
+    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    ("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{50,}")),
+)
+
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\"'\\n,+]*"
+    r"(?:[A-Za-z0-9+/=:\-]+[\s\"'\\n,+]*){0,3}[A-Za-z0-9+/]{40,}"
+)
+
+_ASSIGNMENT = re.compile(
+    r"(?i)(?P<key>[A-Za-z0-9_.\-]*(?:api[_\-]?key|apikey|token|secret|passwd|password|pwd|"
+    r"access[_\-]?key|private[_\-]?key|credential|auth)[A-Za-z0-9_.\-]*)"
+    r"[\"']?\s*(?::=|=>|[:=])\s*[\"'`]?(?P<value>[^\s\"'`,;)]{16,})"
+)
+
+_PLACEHOLDER_MARKERS = (
+    "...", "xxxx", "your", "example", "placeholder", "redacted", "changeme", "replace",
+    "insert", "dummy", "<", ">", "{{", "${", "***", "$(", "%s", "fake-", "not-a-",
+)
+
+_REFERENCE = re.compile(
+    r"^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*|\[[^\]]*\])+(?:\(.*)?|[A-Z][A-Z0-9_]+|\$\w+)$"
+)
+
+# Joins for values split across lines: "abc" +\n "def", "abc"\n"def", and backslash-newline.
+_SPLIT = re.compile(r"[\"']\s*\+?\s*\\?\r?\n\s*\+?\s*[\"']|\\\r?\n\s*")
+
+
+def entropy(value: str) -> float:
+    counts: dict[str, int] = {}
+    for char in value:
+        counts[char] = counts.get(char, 0) + 1
+    total = len(value)
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+def is_placeholder(secret: str) -> bool:
+    lowered = secret.lower()
+    if any(marker in lowered for marker in _PLACEHOLDER_MARKERS):
+        return True
+    tail = re.sub(r"^[a-z]+[_-](?:[a-z]+[_-])?", "", lowered)
+    return len(set(tail)) < 6
+
+
+def _assignment_is_secret(value: str) -> bool:
+    if _REFERENCE.match(value) or is_placeholder(value):
+        return False
+    has_letter = any(c.isalpha() for c in value)
+    has_digit = any(c.isdigit() for c in value)
+    return has_letter and has_digit and entropy(value) >= 3.5
+
+
+@lru_cache(maxsize=1)
+def _detect_secrets_plugins() -> tuple[Any, ...]:
+    """The pattern-based detectors of detect-secrets (its entropy and keyword plugins are
+    replaced by the assignment rule above, which knows about placeholders and references)."""
+    from detect_secrets.plugins import (
+        artifactory,
+        aws,
+        azure_storage_key,
+        basic_auth,
+        discord,
+        github_token,
+        gitlab_token,
+        jwt,
+        mailchimp,
+        npm,
+        openai,
+        pypi_token,
+        sendgrid,
+        slack,
+        square_oauth,
+        stripe,
+        telegram_token,
+        twilio,
+    )
+
+    classes = (
+        artifactory.ArtifactoryDetector, aws.AWSKeyDetector,
+        azure_storage_key.AzureStorageKeyDetector, basic_auth.BasicAuthDetector,
+        discord.DiscordBotTokenDetector, github_token.GitHubTokenDetector,
+        gitlab_token.GitLabTokenDetector, jwt.JwtTokenDetector, mailchimp.MailchimpDetector,
+        npm.NpmDetector, openai.OpenAIDetector, pypi_token.PypiTokenDetector,
+        sendgrid.SendGridDetector, slack.SlackDetector, square_oauth.SquareOAuthDetector,
+        stripe.StripeDetector, telegram_token.TelegramBotTokenDetector,
+        twilio.TwilioKeyDetector,
+    )
+    return tuple(cls() for cls in classes)
+
+
+def _plugin_rule(plugin: Any) -> str:
+    return "detect-secrets:" + re.sub(r"[^a-z0-9]+", "-", str(plugin.secret_type).lower()).strip("-")
+
+
+class _Joined:
+    """Text with split values joined, and a map from joined offsets back to source lines."""
+
+    def __init__(self, text: str) -> None:
+        pieces: list[str] = []
+        origins: list[int] = []  # joined offset where each piece starts -> source offset
+        starts: list[int] = []
+        cursor = 0
+        joined_len = 0
+        for match in _SPLIT.finditer(text):
+            starts.append(joined_len)
+            origins.append(cursor)
+            pieces.append(text[cursor : match.start()])
+            joined_len += match.start() - cursor
+            cursor = match.end()
+        starts.append(joined_len)
+        origins.append(cursor)
+        pieces.append(text[cursor:])
+        self.text = "".join(pieces)
+        self._starts = starts
+        self._origins = origins
+        self._newlines = [i for i, c in enumerate(text) if c == "\n"]
+
+    def source_line(self, offset: int) -> int:
+        piece = bisect.bisect_right(self._starts, offset) - 1
+        source = self._origins[piece] + (offset - self._starts[piece])
+        return bisect.bisect_left(self._newlines, source) + 1
+
+
+def _lines_with_offsets(text: str) -> Iterator[tuple[int, str]]:
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        yield offset, line.rstrip("\r\n")
+        offset += len(line)
+
+
+def scan_text(path: str, text: str) -> list[Finding]:
+    """Every finding in one file, de-duplicated: one per secret value per line."""
+    joined = _Joined(text)
+    found: dict[tuple[int, str], Finding] = {}
+
+    def add(rule: str, offset: int, secret: str) -> None:
+        if is_placeholder(secret):
+            return
+        line = joined.source_line(offset)
+        key = (line, hashlib.sha256(secret.encode()).hexdigest())
+        found.setdefault(key, Finding(path, line, rule))
+
+    for match in _PRIVATE_KEY.finditer(joined.text):
+        add("private-key", match.start(), match.group(0)[-40:])
+    for offset, line in _lines_with_offsets(joined.text):
+        for rule, pattern in _RULES:
+            for match in pattern.finditer(line):
+                add(rule, offset + match.start(), match.group(0))
+        for match in _ASSIGNMENT.finditer(line):
+            value = match.group("value")
+            if _assignment_is_secret(value):
+                add("high-entropy-assignment", offset + match.start("value"), value)
+        for plugin in _detect_secrets_plugins():
+            for secret in plugin.analyze_string(line):
+                position = line.find(secret)
+                add(_plugin_rule(plugin), offset + max(position, 0), secret)
+    return sorted(found.values())
+
+
+def scan_files(
+    files: Mapping[str, str], progress: Callable[[str], None] | None = None
+) -> list[Finding]:
+    """Scan a whole tree ``{path: text}``; findings sorted by path and line."""
+    findings: list[Finding] = []
+    for path in sorted(files):
+        if progress:
+            progress(path)
+        findings.extend(scan_text(path, files[path]))
+    return findings

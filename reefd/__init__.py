@@ -1,0 +1,1 @@
+"""reefd: see DESIGN.md §2."""
