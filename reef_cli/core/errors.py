@@ -46,6 +46,8 @@ class InvalidName(ReefError):
 class TreeError(ReefError):
     """A harness tree failed validation; ``problems`` lists every problem found."""
 
+    exit_code = 3
+
     def __init__(self, message: str, hint: str | None = None, problems: list[str] | None = None):
         super().__init__(message, hint)
         self.problems = problems or [message]

@@ -12,6 +12,7 @@ the chain ref is the truth.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -65,7 +66,12 @@ class Release:
         return f"r{self.number}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"number": self.number, "tag": self.tag, "commit": self.commit, **_meta_dict(self.meta)}
+        return {
+            "number": self.number,
+            "tag": self.tag,
+            "commit": self.commit,
+            **_meta_dict(self.meta),
+        }
 
 
 def _meta_dict(meta: ReleaseMeta) -> dict[str, Any]:
@@ -207,7 +213,9 @@ class Chain:
         if text == "served":
             served = self.served()
             if served is None:
-                raise ReleaseNotFound("no live release yet (all are pending)", "reef harness promote N")
+                raise ReleaseNotFound(
+                    "no live release yet (all are pending)", "reef harness promote N"
+                )
             return served
         if text == "installed":
             if installed is None:
@@ -232,11 +240,13 @@ class Chain:
 
     def files(self, release: Release) -> dict[str, str]:
         """The harness tree of a release, ``{path: text}``, without RELEASE.json."""
+        import git
+
         tree = self.repo.commit(release.commit).tree
         out: dict[str, str] = {}
         for item in tree.traverse():
-            if item.type == "blob" and item.path != META_FILE:  # type: ignore[union-attr]
-                out[item.path] = item.data_stream.read().decode("utf-8")  # type: ignore[union-attr]
+            if isinstance(item, git.Blob) and item.path != META_FILE:
+                out[str(item.path)] = item.data_stream.read().decode("utf-8")
         return dict(sorted(out.items()))
 
     # ------------------------------------------------------------ writing
@@ -378,7 +388,6 @@ class Chain:
         for release in self.releases():
             ref = f"refs/tags/{release.tag}"
             if ref not in existing:
-                try:
+                # A concurrent publisher may create it first; either way it then exists.
+                with contextlib.suppress(git.GitCommandError):
                     self.repo.git.update_ref(ref, release.commit, ZERO)
-                except git.GitCommandError:
-                    pass  # a concurrent publisher created it first

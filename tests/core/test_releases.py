@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reef_cli.core import scenarios
+from reef_cli.core.errors import ChainCorrupt, GateBlocked, ReleaseNotFound
+from reef_cli.core.publishing import publish_files, republish
+from reef_cli.core.releases import CHAIN_REF
+from reef_cli.core.tree import starter_tree
+
+BASE = starter_tree().files()
+
+
+def tree_with(**rules: str) -> dict[str, str]:
+    return {**BASE, **{f"rules/{k}.md": v for k, v in rules.items()}}
+
+
+@pytest.fixture
+def chain():  # type: ignore[no-untyped-def]
+    return scenarios.create("demo").chain()
+
+
+def test_publish_numbers_parent_hash_and_tags(chain) -> None:  # type: ignore[no-untyped-def]
+    r1, verdict = publish_files("demo", BASE, reason="first")
+    r2, _ = publish_files("demo", tree_with(extra="x\n"), reason="second")
+    assert (r1.number, r2.number) == (1, 2)
+    assert r2.meta.parent == 1 and r1.meta.parent is None
+    assert verdict.verdict == "passed"
+    assert r2.meta.gate["verdict"] == "passed"
+    assert chain.files(r2)["rules/extra.md"] == "x\n"
+    assert chain.files(r1) == BASE
+    tags = subprocess.run(
+        ["git", "--git-dir", str(chain.git_dir), "tag"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert tags == ["r1", "r2"]
+    assert [r.number for r in chain.releases()] == [1, 2]
+
+
+def test_rollback_publishes_a_new_release_with_old_content(chain) -> None:  # type: ignore[no-untyped-def]
+    publish_files("demo", BASE, reason="first")
+    publish_files("demo", tree_with(extra="x\n"), reason="second")
+    r3, _ = republish("demo", "1", source="rollback", reason="")
+    assert r3.number == 3
+    assert r3.meta.points_to == 1 and r3.meta.source == "rollback"
+    assert r3.meta.reason == "rollback to r1"
+    assert chain.files(r3) == chain.files(chain.get(1))
+    assert r3.meta.content_hash == chain.get(1).meta.content_hash
+
+
+def test_extensions_publish_pending_until_promoted(chain) -> None:  # type: ignore[no-untyped-def]
+    publish_files("demo", BASE, reason="first")
+    files = {**BASE, "extensions/notify.ts": "export default function () {}\n"}
+    r2, verdict = publish_files("demo", files, reason="adds code")
+    assert verdict.verdict == "pending" and r2.meta.status == "pending"
+    assert chain.served().number == 1
+    r3, _ = republish("demo", "2", source="promote", reason="reviewed")
+    assert r3.meta.status == "live" and chain.served().number == 3
+
+
+def test_resolve_specs(chain) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ReleaseNotFound, match="no releases yet"):
+        chain.resolve("latest")
+    for text in ("a\n", "b\n", "c\n"):
+        publish_files("demo", tree_with(x=text), reason=text)
+    assert chain.resolve("latest").number == 3
+    assert chain.resolve("previous").number == 2
+    assert chain.resolve("r1").number == 1
+    assert chain.resolve("2").number == 2
+    assert chain.resolve("installed", installed=1).number == 1
+    for bad in ("r9", "0", "banana", "installed"):
+        with pytest.raises(ReleaseNotFound):
+            chain.resolve(bad)
+
+
+def test_blocked_publish_leaves_the_chain_unchanged(chain) -> None:  # type: ignore[no-untyped-def]
+    publish_files("demo", BASE, reason="first")
+    head = chain.head()
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    with pytest.raises(GateBlocked) as info:
+        publish_files("demo", tree_with(leak=f"token {secret}\n"), reason="leak")
+    assert secret not in info.value.one_line()
+    assert "rules/leak.md:1" in info.value.one_line()
+    assert chain.head() == head
+
+
+def test_not_a_git_repo_is_reported_and_left_alone(chain) -> None:  # type: ignore[no-untyped-def]
+    git_dir: Path = chain.git_dir
+    subprocess.run(["rm", "-rf", str(git_dir)], check=True)
+    git_dir.mkdir()
+    (git_dir / "notes.txt").write_text("mine")
+    fresh = scenarios.get("demo").chain()
+    with pytest.raises(ChainCorrupt, match="not a bare git repository"):
+        fresh.releases()
+    with pytest.raises(ChainCorrupt):
+        publish_files("demo", BASE, reason="x")
+    assert sorted(p.name for p in git_dir.iterdir()) == ["notes.txt"]
+
+
+def test_dangling_chain_ref_is_corruption_not_emptiness(chain) -> None:  # type: ignore[no-untyped-def]
+    publish_files("demo", BASE, reason="first")
+    ref = chain.git_dir / CHAIN_REF
+    ref.write_text("f" * 40 + "\n")
+    with pytest.raises(ChainCorrupt):
+        scenarios.get("demo").chain().releases()
