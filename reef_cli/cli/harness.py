@@ -154,8 +154,9 @@ def show(
     from reef_cli.cli._output import console, print_json
     from reef_cli.core import scenarios
 
-    chain = scenarios.get(scenario_name(scenario)).chain()
-    found = chain.resolve(release)
+    found_in = scenarios.get(scenario_name(scenario))
+    chain = found_in.chain()
+    found = found_in.resolve(release)
     files = chain.files(found)
     if as_json:
         print_json({**found.to_json(), "files": sorted(files)})
@@ -192,8 +193,9 @@ def export(
     from reef_cli.core import scenarios
     from reef_cli.core.tree import parse_files
 
-    chain = scenarios.get(scenario_name(scenario)).chain()
-    found = chain.resolve(release)
+    found_in = scenarios.get(scenario_name(scenario))
+    chain = found_in.chain()
+    found = found_in.resolve(release)
     written = parse_files(chain.files(found), where=found.tag).render(directory)
     console().print(f"Exported {found.tag} to {directory} ({len(written)} files).")
 
@@ -226,7 +228,9 @@ def promote(release: ReleaseArg, scenario: ScenarioOpt = None, reason: ReasonOpt
 
 @app.command()
 def diff(
-    a: Annotated[str, typer.Argument(help="From release (default: previous).")] = "previous",
+    a: Annotated[
+        str, typer.Argument(help="From release (default: installed if any, else previous).")
+    ] = "default",
     b: Annotated[str, typer.Argument(help="To release (default: latest).")] = "latest",
     scenario: ScenarioOpt = None,
     stat: Annotated[bool, typer.Option("--stat", help="Only per-file line counts.")] = False,
@@ -237,8 +241,14 @@ def diff(
     from reef_cli.core import scenarios
     from reef_cli.core.diff import diff_trees
 
-    chain = scenarios.get(scenario_name(scenario)).chain()
-    old, new = chain.resolve(a), chain.resolve(b)
+    from reef_cli.core.installs import installed_release
+
+    name = scenario_name(scenario)
+    found_in = scenarios.get(name)
+    chain = found_in.chain()
+    if a == "default":
+        a = "installed" if installed_release(name) is not None else "previous"
+    old, new = found_in.resolve(a), found_in.resolve(b)
     changes = diff_trees(chain.files(old), chain.files(new), old.tag, new.tag)
     if as_json:
         print_json(

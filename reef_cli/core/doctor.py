@@ -5,13 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reef_cli.core import embedded, paths
+from reef_cli.core import embedded, paths, tools
 
 APT = "sudo apt-get install -y"
 
@@ -29,10 +28,11 @@ class Row:
 
 def _version(argv: list[str]) -> str | None:
     """First line a ``--version`` call prints, or None when the binary is missing/broken."""
-    if shutil.which(argv[0]) is None:
+    binary = tools.find(argv[0])
+    if binary is None:
         return None
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        done = subprocess.run([binary, *argv[1:]], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = (done.stdout or done.stderr).strip().splitlines()
@@ -125,7 +125,8 @@ def _sandbox_rows() -> list[Row]:
     rows_fn = getattr(sandbox, "doctor_rows", None)
     if rows_fn is None:
         return []
-    return [Row(*row) for row in rows_fn()]
+    # The sandbox reports (name, ok, detail, fix); isolation is optional until a trial runs.
+    return [Row(name, "ok" if ok else "warn", detail, fix) for name, ok, detail, fix in rows_fn()]
 
 
 def run_checks() -> list[Row]:
@@ -139,8 +140,9 @@ def run_checks() -> list[Row]:
         _binary("bwrap", ["bwrap", "--version"], f"{APT} bubblewrap"),
         _binary("pasta", ["pasta", "--version"], f"{APT} passt"),
         _node(),
-        _binary("pi", ["pi", "--version"], "npm install -g @earendil-works/pi-coding-agent"),
-        _binary("claude", ["claude", "--version"], "npm install -g @anthropic-ai/claude-code"),
+        _binary("pi", ["pi", "--version"], "scripts/install_agents.sh (pi 1.6 in .tools/bin)"),
+        _binary("pi 0.73", ["pi-0.73", "--version"], "scripts/install_agents.sh"),
+        _binary("claude", ["claude", "--version"], "scripts/install_agents.sh (Claude Code)"),
         _embedded_model(),
         _state_dir(),
         *_shadowing(),

@@ -96,8 +96,9 @@ def republish(
 
     Promote is the person's review of pending extension code, so it publishes live.
     """
-    chain = scenarios.get(scenario_name).chain()
-    target = chain.resolve(spec)
+    scenario = scenarios.get(scenario_name)
+    chain = scenario.chain()
+    target = scenario.resolve(spec)
     files = chain.files(target)
     default_reason = f"{source} to r{target.number}"
     return publish_files(

@@ -25,7 +25,7 @@ from reef_cli.core.errors import ScenarioExists, ScenarioNotFound, StateError
 from reef_cli.core.names import check_name
 
 if TYPE_CHECKING:
-    from reef_cli.core.releases import Chain
+    from reef_cli.core.releases import Chain, Release
 
 SCENARIO_FILE = "scenario.toml"
 CHAIN_DIR = "chain.git"
@@ -47,6 +47,13 @@ class Scenario:
         from reef_cli.core.releases import Chain
 
         return Chain(self.chain_dir)
+
+    def resolve(self, spec: str) -> Release:
+        """A release spec (``3``, ``r3``, ``latest``, ``previous``, ``served``,
+        ``installed``) -> the release; ``installed`` reads the install ledger."""
+        from reef_cli.core.installs import installed_release
+
+        return self.chain().resolve(spec, installed_release(self.name))
 
 
 def _read(path: Path) -> Scenario:

@@ -1,0 +1,110 @@
+"""What every agent adapter provides, and the data it hands back.
+
+An adapter turns a release into an agent's own files (``install``), takes them out again
+leaving the person's files as they were (``uninstall``), says what is installed, builds
+the command that runs the agent through ``reef serve`` (``wrapper``), reads the agent's
+own session transcripts back (``harvest``) and runs the agent headless for trials.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ReleaseToInstall:
+    """A release as adapters need it: its files plus where it came from."""
+
+    scenario: str
+    number: int
+    files: dict[str, str]
+    content_hash: str
+    latest: int | None = None
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How the agent reaches `reef serve`."""
+
+    base_url: str  # e.g. http://127.0.0.1:8901 (no /v1)
+    scenario: str
+    token_env: str = "REEF_TOKEN"
+    session_env: str = "REEF_SESSION_ID"
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: Any = None
+
+
+@dataclass
+class Turn:
+    role: str  # user | assistant | tool
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    timestamp: str | None = None
+    model: str | None = None
+
+
+@dataclass
+class Session:
+    """One agent session parsed from the agent's own transcript."""
+
+    agent: str
+    session_id: str
+    path: str
+    cwd: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    model: str | None = None
+    turns: list[Turn] = field(default_factory=list)
+    skills_used: list[str] = field(default_factory=list)
+    receipts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass
+class Transcript:
+    """What a headless run produced: exit code, output and the parsed session if any."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    session: Session | None = None
+
+
+class Adapter(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def default_target(self) -> Path:
+        """The agent's own config folder (e.g. ``~/.pi/agent``)."""
+
+    @abc.abstractmethod
+    def install(self, release: ReleaseToInstall, target: Path, routing: Routing) -> None:
+        """Render ``release`` into ``target``; all or nothing."""
+
+    @abc.abstractmethod
+    def uninstall(self, target: Path) -> None:
+        """Remove what ``install`` wrote; the person's own files come back byte for byte."""
+
+    @abc.abstractmethod
+    def installed(self, target: Path) -> dict[str, Any] | None:
+        """The install record in ``target`` (scenario, release, content hash), if any."""
+
+    @abc.abstractmethod
+    def wrapper(self, target: Path, routing: Routing, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+        """The argv and extra environment that run the agent through `reef serve`."""
+
+    @abc.abstractmethod
+    def harvest(self, target: Path, since: datetime | None = None) -> list[Session]:
+        """Sessions from the agent's transcripts, newest last."""
