@@ -296,3 +296,56 @@ def diff(
                 else ""
             )
             out.print(Text(line, style=style), soft_wrap=True)
+
+
+AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="pi or claude-code.")]
+TargetOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--target", help="The agent's folder (default: the agent's own, e.g. ~/.pi/agent)."
+    ),
+]
+
+
+@app.command()
+def install(
+    adapter: AdapterOpt,
+    scenario: ScenarioOpt = None,
+    release: Annotated[
+        str, typer.Option("--release", "-r", help="Release to install (default: served).")
+    ] = "served",
+    target: TargetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Install a release into an agent (rules, skills, commands, extensions, routing)."""
+    from adapters._install import install_release
+    from adapters.base import Routing
+    from reef_cli.cli._output import console, print_json
+    from reef_cli.core.config import load_settings
+
+    settings = load_settings()
+    name = scenario or settings.default_scenario
+    routing = Routing(base_url=f"http://{settings.serve_host}:{settings.serve_port}", scenario=name)
+    installed, where = install_release(adapter, name, routing, release, target)
+    if as_json:
+        print_json(
+            {
+                "adapter": adapter,
+                "scenario": name,
+                "release": installed.number,
+                "target": str(where),
+                "latest": installed.latest,
+            }
+        )
+        return
+    console().print(f"Installed r{installed.number} of {name} into {where} ({adapter}).")
+
+
+@app.command()
+def uninstall(adapter: AdapterOpt, target: TargetOpt = None) -> None:
+    """Remove Reef's files from an agent; the agent's own files come back as they were."""
+    from adapters._install import uninstall as remove
+    from reef_cli.cli._output import console
+
+    where = remove(adapter, target)
+    console().print(f"Removed Reef's install from {where} ({adapter}).")

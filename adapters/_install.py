@@ -1,0 +1,46 @@
+"""Install a scenario's release into an agent: resolve, render, record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adapters import get
+from adapters.base import ReleaseToInstall, Routing
+from reef_cli.core import installs, scenarios
+
+
+def release_to_install(scenario_name: str, spec: str = "served") -> ReleaseToInstall:
+    scenario = scenarios.get(scenario_name)
+    chain = scenario.chain()
+    release = scenario.resolve(spec)
+    latest = chain.latest()
+    return ReleaseToInstall(
+        scenario=scenario_name,
+        number=release.number,
+        files=chain.files(release),
+        content_hash=release.meta.content_hash,
+        latest=latest.number if latest else None,
+    )
+
+
+def install_release(
+    adapter_name: str,
+    scenario_name: str,
+    routing: Routing,
+    spec: str = "served",
+    target: Path | None = None,
+) -> tuple[ReleaseToInstall, Path]:
+    adapter = get(adapter_name)
+    release = release_to_install(scenario_name, spec)
+    where = target or adapter.default_target()
+    adapter.install(release, where, routing)
+    installs.record(scenario_name, adapter.name, where, release.number, release.content_hash)
+    return release, where
+
+
+def uninstall(adapter_name: str, target: Path | None = None) -> Path:
+    adapter = get(adapter_name)
+    where = target or adapter.default_target()
+    adapter.uninstall(where)
+    installs.forget(adapter.name, where)
+    return where
