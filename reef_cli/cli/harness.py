@@ -207,7 +207,8 @@ def _republish(source: str, release: str, scenario: str | None, reason: str) -> 
     name = scenario_name(scenario)
     published, _ = republish(name, release, source=source, reason=reason)
     console().print(
-        f"Published [bold]{published.tag}[/] of {name} with the content of r{published.meta.points_to} ({source})."
+        f"Published [bold]{published.tag}[/] of {name} with the content of "
+        f"r{published.meta.points_to} ({source})."
     )
 
 
@@ -240,7 +241,6 @@ def diff(
     from reef_cli.cli._output import console, print_json
     from reef_cli.core import scenarios
     from reef_cli.core.diff import diff_trees
-
     from reef_cli.core.installs import installed_release
 
     name = scenario_name(scenario)
