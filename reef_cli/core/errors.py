@@ -93,3 +93,13 @@ class ServeError(ReefError):
 
 class AuthError(ReefError):
     """A missing or wrong token, or a token not allowed for this scenario."""
+
+
+class BudgetExceeded(ReefError):
+    """A job used up its model-call, token or wall-time budget; nothing was published."""
+
+    exit_code = 6
+
+
+class ModelError(ReefError):
+    """The model could not be reached, timed out, or kept answering with unusable output."""
