@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from reef_cli import __version__
-from reef_cli.cli import config, doctor, harness, scenario
+from reef_cli.cli import config, doctor, harness, sandbox, scenario
 
 
 class ReefGroup(TyperGroup):
@@ -43,6 +43,7 @@ app = typer.Typer(
 app.add_typer(harness.app, name="harness")
 app.add_typer(scenario.app, name="scenario")
 app.add_typer(config.app, name="config")
+app.add_typer(sandbox.app, name="sandbox")
 app.command("doctor")(doctor.doctor)
 
 

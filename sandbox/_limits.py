@@ -1,0 +1,97 @@
+"""rlimits set in the child before exec, so everything the sandbox starts inherits them.
+
+RLIMIT_NPROC counts every process of a host uid, so the cap is "what that uid already
+runs + the policy's pids"; the kernel never enforces it for uid 0.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+import signal
+from collections.abc import Callable
+
+from ._policy import Limits
+
+MB = 1024 * 1024
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def count_processes(uid: int) -> int:
+    """How many processes (threads count for NPROC too) host ``uid`` runs now."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry}")
+            if st.st_uid != uid:
+                continue
+            total += len(os.listdir(f"/proc/{entry}/task"))
+        except OSError:
+            continue
+    return total
+
+
+def rlimit_pairs(limits: Limits, nproc_uid: int | None) -> list[tuple[int, int]]:
+    """(resource, value) pairs for ``limits``; computed in the parent (no work post-fork)."""
+    pairs: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
+    if limits.cpu_s is not None:
+        pairs.append((resource.RLIMIT_CPU, int(limits.cpu_s)))
+    if limits.memory_mb is not None:
+        pairs.append((resource.RLIMIT_AS, int(limits.memory_mb) * MB))
+    if limits.file_mb is not None:
+        pairs.append((resource.RLIMIT_FSIZE, int(limits.file_mb) * MB))
+    if limits.open_files is not None:
+        pairs.append((resource.RLIMIT_NOFILE, int(limits.open_files)))
+    if limits.pids is not None and nproc_uid is not None and nproc_uid != 0:
+        pairs.append((resource.RLIMIT_NPROC, count_processes(nproc_uid) + int(limits.pids)))
+    return pairs
+
+
+def preexec(pairs: list[tuple[int, int]]) -> Callable[[], None]:
+    """A preexec_fn that applies ``pairs`` (never raising the hard limit), resets SIGPIPE
+    and ties the child to this thread's life (a dead Reef leaves no sandbox running)."""
+
+    def apply() -> None:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for res, value in pairs:
+            _soft, hard = resource.getrlimit(res)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            # CPU: SIGXCPU at the soft limit (reported as "cpu"), SIGKILL a second later.
+            top = value + 1 if res == resource.RLIMIT_CPU else value
+            if hard != resource.RLIM_INFINITY:
+                top = min(top, hard)
+            resource.setrlimit(res, (value, top))
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+    return apply
+
+
+def node_options(limits: Limits, env: dict[str, str]) -> None:
+    """Cap the V8 heap through NODE_OPTIONS (RLIMIT_AS would break Node)."""
+    if limits.node_heap_mb is None:
+        return
+    flag = f"--max-old-space-size={int(limits.node_heap_mb)}"
+    env["NODE_OPTIONS"] = f"{env['NODE_OPTIONS']} {flag}" if env.get("NODE_OPTIONS") else flag
+
+
+def killed_by(returncode: int, timed_out: bool) -> str | None:
+    """Name what ended the process: a limit or a signal (bwrap reports 128+N)."""
+    if timed_out:
+        return "wall"
+    sig = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if not sig or sig >= 65:
+        return None
+    if sig == signal.SIGXCPU:
+        return "cpu"
+    if sig == signal.SIGXFSZ:
+        return "file_size"
+    try:
+        return f"signal:{signal.Signals(sig).name}"
+    except ValueError:
+        return f"signal:{sig}"

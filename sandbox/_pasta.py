@@ -1,0 +1,124 @@
+"""Loopback-only networking: pasta forwards the allowed ports from the sandbox's own
+network namespace to the host's loopback, and nothing else (no routes, no DHCP, no
+inbound ports). Every port option is explicit: ``auto`` would expose every host listener.
+
+As root, pasta drops capabilities before it opens ``--netns``, so it cannot open
+``/proc/PID/ns/net`` of a fully privileged bwrap child: we bind-mount that namespace on a
+file first (what ``ip netns`` does) and hand pasta the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+
+from reef_cli.core.errors import SandboxError
+
+MS_BIND = 4096
+MNT_DETACH = 2
+PR_SET_PDEATHSIG = 1
+START_TIMEOUT_S = 10.0
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def port_options(ports: Sequence[int]) -> list[str]:
+    args = ["-q", "-f", "-t", "none", "-u", "none", "-U", "none"]
+    for port in ports:
+        args += ["-T", str(port)]
+    if not ports:
+        args += ["-T", "none"]
+    return [*args, "--no-map-gw", "--no-dhcp", "--no-dhcpv6", "--no-ndp", "--no-ra"]
+
+
+def _die_with_parent() -> None:
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class NetnsFile:
+    """A bind mount of ``/proc/PID/ns/net`` on a private file; unmounted on close."""
+
+    def __init__(self, pid: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="reef-netns-")
+        self.path = os.path.join(self.dir, "net")
+        open(self.path, "w").close()
+        src = f"/proc/{pid}/ns/net".encode()
+        if _libc.mount(src, self.path.encode(), None, MS_BIND, None) != 0:
+            err = ctypes.get_errno()
+            self.close(mounted=False)
+            raise SandboxError(
+                f"cannot bind the sandbox network namespace: {os.strerror(err)}",
+                "run `reef sandbox check`",
+            )
+
+    def close(self, mounted: bool = True) -> None:
+        if mounted:
+            _libc.umount2(self.path.encode(), MNT_DETACH)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.rmdir(self.dir)
+
+
+def listening(pid: int, port: int) -> bool:
+    """Whether ``port`` is in LISTEN state in ``pid``'s network namespace."""
+    suffix = f":{port:04X}"
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as fh:
+                next(fh, None)
+                for line in fh:
+                    fields = line.split()
+                    if len(fields) > 3 and fields[1].endswith(suffix) and fields[3] == "0A":
+                        return True
+        except OSError:
+            continue
+    return False
+
+
+def start(pasta: str, pid: int, ports: Sequence[int], netns_path: str) -> subprocess.Popen[bytes]:
+    """Start pasta on the namespace at ``netns_path``; wait until every port listens."""
+    argv = [pasta, "--runas", "0", *port_options(ports), "--netns", netns_path, "--netns-only"]
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_die_with_parent,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    waiting = list(ports)
+    delay = 0.0005
+    while waiting:
+        waiting = [p for p in waiting if not listening(pid, p)]
+        if not waiting:
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+            err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace").strip()
+            stop(proc)
+            why = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
+            raise SandboxError(
+                f"pasta did not forward port(s) {waiting}: {why}",
+                "run `reef sandbox check`; apt-get install passt",
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    if proc.stderr:
+        proc.stderr.close()
