@@ -69,6 +69,7 @@ def _hint_for(check: str) -> str:
     return {
         "credential-scan": "remove the secret (read it from an environment variable instead)",
         "tree": "fix the file named; `reef harness check DIR` lists every problem",
+        "policy-scan": "remove the instruction named; Reef does not ship it",
     }.get(check, "see `reef harness show` for the gate's numbers")
 
 
@@ -102,6 +103,21 @@ def static_checks(
         )
     else:
         checks.append(Check("credential-scan", "passed", f"{len(files)} files clean"))
+    from reef_cli.core import policy
+
+    violations = policy.scan_files(files)
+    if violations:
+        checks.append(
+            Check(
+                "policy-scan",
+                "failed",
+                f"text that would make the agent leak secrets or weaken isolation: "
+                f"{', '.join(str(v) for v in violations[:3])}",
+                findings=[str(v) for v in violations],
+            )
+        )
+    else:
+        checks.append(Check("policy-scan", "passed", "no exfiltration or sandbox-escape text"))
     if tree is not None and tree.extensions:
         names = ", ".join(e.name for e in tree.extensions)
         checks.append(

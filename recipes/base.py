@@ -1,0 +1,68 @@
+"""The recipe protocol: a recipe reads evidence and proposes candidate trees.
+
+Recipes decide *what* to change; the engine (``recipes.engine``) decides *whether* it
+ships: it runs each candidate's trial, the gate and, when the scenario has a task set,
+the paired evaluation, and publishes what passes. So every recipe — Reefine, SkillClaw,
+GEPA — is held to the same bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reef_cli.core.budget import Budget
+from reef_cli.core.llm import ModelClient
+
+Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
+Ask = Callable[[str], str]  # a clarifying question -> the person's answer
+
+
+def no_progress(_message: str, _fraction: float | None = None) -> None:
+    return None
+
+
+@dataclass
+class Context:
+    """What a recipe may read and use."""
+
+    scenario: str
+    incumbent: dict[str, str]  # files of the served release ({} for an empty chain)
+    incumbent_release: int | None
+    model: ModelClient
+    budget: Budget
+    ask: str | None = None
+    interactive: bool = False
+    clarify: Ask | None = None
+    progress: Progress = no_progress
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Change:
+    """One typed edit to a tree, as a recipe describes it (stored in release metadata)."""
+
+    kind: str  # rule | skill | command | extension
+    name: str
+    path: str
+    why: str
+    summary: str
+
+
+@dataclass
+class Candidate:
+    files: dict[str, str]
+    reason: str
+    changes: list[Change]
+    probe: str | None = None  # a prompt the trial runs to show the change loads and is followed
+    expect_in_request: list[str] = field(
+        default_factory=list
+    )  # text the recorded request must hold
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+class Recipe(Protocol):
+    name: str
+
+    def propose(self, ctx: Context) -> list[Candidate]: ...

@@ -1,0 +1,215 @@
+"""One model client for recipes and judges.
+
+``ModelClient("ollama/llama3.2")``, ``ModelClient("openai/gpt-4o-mini", api_base=…)``,
+``ModelClient("anthropic/claude-…")`` go through LiteLLM (imported here, lazily, only);
+``ModelClient(None)`` or ``"embedded"`` runs the embedded model in-process. Every call is
+charged to the job's ``Budget``, retried with backoff on transient failures and bounded
+by a timeout. ``structured()`` asks for JSON matching a pydantic model — grammar- or
+schema-constrained where the backend supports it — validates it, and retries with the
+validation error when it does not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from reef_cli.core.budget import Budget
+from reef_cli.core.errors import BudgetExceeded, ModelError
+
+T = TypeVar("T", bound=BaseModel)
+EMBEDDED = "embedded"
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    model: str
+
+
+def default_model() -> tuple[str, str | None]:
+    """The configured model (``REEF_MODEL`` / ``reef config set model``) or the embedded one."""
+    from reef_cli.core.config import load_settings
+
+    settings = load_settings()
+    return settings.model or EMBEDDED, settings.api_base
+
+
+class ModelClient:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_base: str | None = None,
+        budget: Budget | None = None,
+        timeout: float = 120.0,
+        retries: int = 2,
+    ) -> None:
+        if model is None:
+            model, configured_base = default_model()
+            api_base = api_base or configured_base
+        self.model = model
+        self.api_base = api_base
+        self.budget = budget or Budget()
+        self.timeout = timeout
+        self.retries = retries
+
+    @property
+    def embedded(self) -> bool:
+        return self.model == EMBEDDED
+
+    def describe(self) -> str:
+        if self.embedded:
+            from reef_cli.core.embedded import MODEL_NAME
+
+            return f"embedded {MODEL_NAME}"
+        return self.model + (f" at {self.api_base}" if self.api_base else "")
+
+    # ------------------------------------------------------------ plain chat
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            self.budget.before_call()
+            try:
+                completion = self._call(messages, max_tokens, temperature, schema)
+            except ModelError:
+                raise
+            except Exception as exc:  # transport errors differ per backend
+                last = exc
+                self.budget.charge(tokens=0)
+                if attempt < self.retries:
+                    time.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+                continue
+            self.budget.charge(tokens=completion.prompt_tokens + completion.completion_tokens)
+            return completion
+        kind = type(last).__name__ if last else "error"
+        raise ModelError(
+            f"model {self.describe()} failed after {self.retries + 1} tries ({kind})",
+            "check the model is running and reachable (reef doctor), or set another with "
+            "`reef config set model …`",
+        ) from last
+
+    def _call(
+        self,
+        messages: list[dict[str, Any]],
+        max_tokens: int,
+        temperature: float,
+        schema: dict[str, Any] | None,
+    ) -> Completion:
+        if self.embedded:
+            from reef_cli.core import embedded_engine
+
+            raw = embedded_engine.chat(
+                messages, max_tokens=max_tokens, temperature=temperature, schema=schema
+            )
+        else:
+            raw = self._litellm(messages, max_tokens, temperature, schema)
+        choice = raw["choices"][0]
+        usage = raw.get("usage") or {}
+        return Completion(
+            text=(choice.get("message") or {}).get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            model=str(raw.get("model") or self.model),
+        )
+
+    def _litellm(
+        self,
+        messages: list[dict[str, Any]],
+        max_tokens: int,
+        temperature: float,
+        schema: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        import litellm
+
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "timeout": self.timeout,
+            "num_retries": 0,  # retries are ours, so the budget sees each call
+        }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if schema is not None:
+            if litellm.supports_response_schema(model=self.model):
+                kwargs["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": schema},
+                }
+            else:
+                kwargs["response_format"] = {"type": "json_object"}
+        response = litellm.completion(**kwargs)
+        return response.model_dump() if hasattr(response, "model_dump") else dict(response)
+
+    # ------------------------------------------------------------ structured output
+
+    def structured(
+        self,
+        messages: list[dict[str, Any]],
+        model_cls: type[T],
+        *,
+        max_tokens: int = 600,
+        temperature: float = 0.2,
+        attempts: int = 3,
+    ) -> T:
+        """JSON that validates against ``model_cls``; retried with the error as feedback."""
+        schema = model_cls.model_json_schema()
+        conversation = list(messages)
+        problem = "no answer"
+        for _ in range(attempts):
+            completion = self.chat(
+                conversation, max_tokens=max_tokens, temperature=temperature, schema=schema
+            )
+            text = _json_part(completion.text)
+            try:
+                return model_cls.model_validate_json(text)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"]) or "the answer"
+                problem = f"{where}: {err['msg']}"
+            conversation = [
+                *messages,
+                {"role": "assistant", "content": completion.text[:2000]},
+                {
+                    "role": "user",
+                    "content": f"That JSON is not valid ({problem}). Answer again with only "
+                    "valid JSON.",
+                },
+            ]
+        raise ModelError(
+            f"model {self.describe()} gave no valid answer in {attempts} tries ({problem})",
+            "try again, or use a stronger model: reef config set model …",
+        )
+
+
+def _json_part(text: str) -> str:
+    """The JSON object inside a reply that may wrap it in prose or a code fence."""
+    start, end = text.find("{"), text.rfind("}")
+    if start == -1 or end <= start:
+        return text.strip()
+    candidate = text[start : end + 1]
+    try:
+        json.loads(candidate)
+    except ValueError:
+        return text.strip()
+    return candidate
+
+
+__all__ = ["EMBEDDED", "BudgetExceeded", "Completion", "ModelClient", "default_model"]
