@@ -152,11 +152,14 @@ def apply(plan: Plan) -> None:
     texts: dict[str, str] = dict(plan.owned)
     for rel, merge in plan.merged.items():
         path = target / rel
-        current = path.read_text(encoding="utf-8") if path.exists() else None
+        # bytes -> str without newline translation: a CRLF file keeps its CRLFs
+        current = path.read_bytes().decode("utf-8") if path.exists() else None
         texts[rel] = merge.apply(current)
     stale = [rel for rel in previous.get("owned", []) if rel not in texts]
 
     undo: list[tuple[Path, bytes | None]] = []
+    new_backups: list[Path] = []
+    state_existed = (target / STATE_DIR).exists()
     try:
         for rel, text in texts.items():
             path = target / rel
@@ -164,6 +167,7 @@ def apply(plan: Plan) -> None:
             if rel in plan.merged and rel not in originals:
                 originals[rel] = None
                 if before is not None:
+                    new_backups.append(backups_dir / rel)
                     atomic_write_bytes(backups_dir / rel, before)
                     originals[rel] = sha(before)
             undo.append((path, before))
@@ -184,10 +188,19 @@ def apply(plan: Plan) -> None:
         atomic_write_text(target / STATE_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     except BaseException:
         for path, before in reversed(undo):
-            if before is None:
-                path.unlink(missing_ok=True)
-            else:
-                atomic_write_bytes(path, before)
+            try:  # the path that failed was never written: it must not stop the rest
+                if before is None:
+                    path.unlink(missing_ok=True)
+                    _prune(path.parent, target)  # folders this install created
+                else:
+                    atomic_write_bytes(path, before)
+            except OSError:
+                continue
+        for backup in new_backups:
+            backup.unlink(missing_ok=True)
+            _prune(backup.parent, target)
+        if not state_existed:
+            shutil.rmtree(target / STATE_DIR, ignore_errors=True)
         raise
 
 

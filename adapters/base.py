@@ -102,7 +102,9 @@ class Adapter(abc.ABC):
         """The install record in ``target`` (scenario, release, content hash), if any."""
 
     @abc.abstractmethod
-    def wrapper(self, target: Path, routing: Routing, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    def wrapper(
+        self, target: Path, routing: Routing, argv: list[str]
+    ) -> tuple[list[str], dict[str, str]]:
         """The argv and extra environment that run the agent through `reef serve`."""
 
     @abc.abstractmethod

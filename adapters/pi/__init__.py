@@ -1,0 +1,210 @@
+"""The pi adapter: Reef releases in pi's agent dir, pi routed through `reef serve`.
+
+::
+
+    adapter = PiAdapter()                       # pinned pi 1.6; PiAdapter(tool="pi-0.73")
+    adapter.install(release, target, routing)   # rules, skills, prompts, extensions, models.json
+    argv, env = adapter.wrapper(target, routing, ["-p", "hello"])
+    transcript = adapter.run_headless("fix the bug", workdir, target, routing)
+    sessions = adapter.harvest(target)
+
+See docs/adapters-pi.md.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from adapters import _files
+from adapters.base import Adapter, ReleaseToInstall, Routing, Session, Transcript
+from adapters.pi import harvest as _harvest
+from adapters.pi import headless, models_json, render
+from adapters.pi.errors import InstallError, NotInstalled, PiNotFound, PiUnsupported
+from adapters.pi.harvest import PiSession
+
+__all__ = [
+    "InstallError",
+    "NotInstalled",
+    "PiAdapter",
+    "PiNotFound",
+    "PiSession",
+    "PiUnsupported",
+]
+
+DEFAULT_MODEL = "default"
+
+
+class PiAdapter(Adapter):
+    name = "pi"
+
+    def __init__(
+        self,
+        binary: str | None = None,
+        tool: str = "pi",
+        models: list[str] | None = None,
+        discover_models: bool = True,
+    ) -> None:
+        """``binary``: an explicit pi executable; else ``tool`` via ``reef_cli.core.tools``
+        (``pi`` = pinned 1.6, ``pi-0.73``). ``models``: the model ids the ``reef`` provider
+        lists; when None, install asks `reef serve` (``GET /v1/models``, 2 s) and falls
+        back to ``["default"]``."""
+        self.binary = binary
+        self.tool = tool
+        self.models = list(models) if models else None
+        self.discover_models = discover_models
+
+    # ----------------------------------------------------------------- where
+
+    def default_target(self) -> Path:
+        override = os.environ.get("PI_CODING_AGENT_DIR")
+        if override:
+            return Path(override).expanduser()
+        return Path.home() / ".pi" / "agent"
+
+    # ----------------------------------------------------------------- install
+
+    def install(self, release: ReleaseToInstall, target: Path, routing: Routing) -> None:
+        from reef_cli.core import paths, tokens
+
+        target = Path(target).expanduser().absolute()
+        reef_home = paths.state_dir().absolute()
+        plan = render.plan(
+            release,
+            target,
+            routing,
+            models=self._models_for(target, routing),
+            reef_home=reef_home,
+            token_file=tokens.token_path().absolute(),
+        )
+        _files.apply(plan)
+
+    def _models_for(self, target: Path, routing: Routing) -> list[str]:
+        if self.models:
+            return self.models
+        if self.discover_models:
+            found = _discover(routing)
+            if found:
+                return found
+        return models_json.installed_models(target) or [DEFAULT_MODEL]
+
+    def uninstall(self, target: Path) -> None:
+        target = Path(target).expanduser().absolute()
+        removed = _files.remove(
+            target,
+            {render.AGENTS: render._unsection, models_json.REL: models_json.unmerged},
+        )
+        if not removed:
+            raise NotInstalled(
+                f"Reef is not installed in {target}",
+                "nothing to remove; `reef harness install --adapter pi` installs it",
+            )
+
+    def installed(self, target: Path) -> dict[str, Any] | None:
+        manifest = _files.load_manifest(Path(target).expanduser())
+        if manifest is None or manifest.get("adapter") != "pi":
+            return None
+        keys = ("scenario", "release", "content_hash", "latest", "base_url", "models")
+        return {k: manifest.get(k) for k in keys} | {"target": str(target)}
+
+    # ----------------------------------------------------------------- run
+
+    def check_binary(self) -> headless.PiBinary:
+        """The pi binary, verified (PiNotFound / PiUnsupported otherwise)."""
+        return headless.check(self.binary, self.tool)
+
+    def wrapper(
+        self, target: Path, routing: Routing, argv: list[str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """``(argv, env)`` that run pi on ``target`` through `reef serve`.
+
+        ``argv`` is pi's own arguments (``["-p", "hi"]``, ``[]`` for the TUI). The env is
+        *extra* environment to lay over the caller's: ``PI_CODING_AGENT_DIR`` and a fresh
+        ``REEF_SESSION_ID`` (sent as ``x-reef-session``). ``--provider reef --model M`` is
+        added unless ``argv`` already picks a model."""
+        target = Path(target).expanduser().absolute()
+        info = self.installed(target)
+        if info is None:
+            raise NotInstalled(
+                f"Reef is not installed in {target}",
+                f"run `reef harness install --adapter pi --scenario {routing.scenario} "
+                f"--target {target}` first",
+            )
+        binary = self.check_binary()
+        models = models_json.installed_models(target)
+        if not models:
+            raise InstallError(
+                f"{target / models_json.REL} has no `reef` provider (edited since the install?)",
+                "install again: `reef harness install --adapter pi`",
+            )
+        picks = {"--model", "--models", "--provider", "--list-models"}
+        prefix = (
+            [] if picks & set(argv) else ["--provider", models_json.PROVIDER, "--model", models[0]]
+        )
+        env = {
+            "PI_CODING_AGENT_DIR": str(target),
+            routing.session_env: str(uuid.uuid4()),
+        }
+        return [binary.path, *prefix, *argv], env
+
+    def run_headless(
+        self,
+        prompt: str,
+        workdir: Path,
+        target: Path,
+        routing: Routing,
+        env: dict[str, str] | None = None,
+        timeout: float = 300,
+        extra_args: list[str] | None = None,
+    ) -> Transcript:
+        """Run ``pi -p PROMPT`` once in ``workdir`` and return what it printed plus the
+        session it wrote (``Transcript.session``, a :class:`PiSession`, None if pi wrote
+        none). ``env`` replaces the inherited environment when given (the sandbox passes
+        its whitelist); pi's network self-checks are always off. A run past ``timeout``
+        is killed and returns code 124."""
+        argv, extra = self.wrapper(target, routing, [*(extra_args or []), "-p", prompt])
+        base = dict(os.environ) if env is None else dict(env)
+        full = {**base, **headless.QUIET_ENV, "REEF_PI_NOTICE": "0", **extra}
+        done = headless.run(argv, Path(workdir), full, timeout)
+        session = self._session_of(Path(target), extra[routing.session_env], done.started)
+        return Transcript(done.returncode, done.stdout, done.stderr, session)
+
+    def _session_of(self, target: Path, reef_session: str, started: float) -> PiSession | None:
+        since = datetime.fromtimestamp(started - 1).astimezone()
+        found = _harvest.harvest(self.sessions_dir(target), since)
+        mine = [s for s in found if s.reef_session_id == reef_session]
+        return mine[-1] if mine else None
+
+    # ----------------------------------------------------------------- harvest
+
+    def sessions_dir(self, target: Path) -> Path:
+        override = os.environ.get("PI_CODING_AGENT_SESSION_DIR")
+        return Path(override).expanduser() if override else Path(target) / "sessions"
+
+    def harvest(self, target: Path, since: datetime | None = None) -> list[Session]:
+        """Sessions under ``target/sessions`` (or ``$PI_CODING_AGENT_SESSION_DIR``) active
+        since ``since``, oldest first, with receipts from Reef's extension entries and
+        from records stored under the same ``REEF_SESSION_ID``."""
+        return list(_harvest.harvest(self.sessions_dir(Path(target)), since))
+
+
+def _discover(routing: Routing) -> list[str]:
+    """Model ids `reef serve` lists, or [] when it is not reachable."""
+    import httpx
+
+    from reef_cli.core import tokens
+
+    try:
+        token = os.environ.get(routing.token_env) or tokens.main_token(create=False)
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        headers["x-reef-scenario"] = routing.scenario
+        resp = httpx.get(routing.base_url.rstrip("/") + "/v1/models", headers=headers, timeout=2)
+        if resp.status_code != 200:
+            return []
+        data = resp.json().get("data") or []
+        return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")][:20]
+    except (httpx.HTTPError, ValueError, OSError, AttributeError):
+        return []

@@ -1,0 +1,200 @@
+"""Render a release into pi's agent dir as an all-or-nothing install plan.
+
+=========================  ======================================================
+tree                       pi agent dir
+=========================  ======================================================
+rules/<n>.md               AGENTS.md, in Reef's marked section (the rest is yours)
+skills/<n>/**              skills/<n>/**
+commands/<n>.md            prompts/<n>.md (pi prompt templates are slash commands)
+extensions/<n>.ts          extensions/<n>.ts
+(Reef itself)              extensions/reef/index.ts + extensions/reef/reef.json
+(routing)                  models.json: the ``reef`` provider (yours stay)
+=========================  ======================================================
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jinja2
+import yaml
+
+from adapters import _files
+from adapters._files import InstallError, Merge, Plan
+from adapters.base import ReleaseToInstall, Routing
+from adapters.pi import models_json
+
+AGENTS = "AGENTS.md"
+EXTENSION_DIR = "extensions/reef"
+EXTENSION = f"{EXTENSION_DIR}/index.ts"
+CONFIG = f"{EXTENSION_DIR}/reef.json"
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+    autoescape=False,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """(frontmatter, body) of a markdown file; ({}, text) when it has none."""
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end != -1:
+            try:
+                meta = yaml.safe_load(text[4:end]) or {}
+            except yaml.YAMLError:
+                return {}, text
+            rest = text[end + 4 :]
+            return (meta if isinstance(meta, dict) else {}), rest.lstrip("\n")
+    return {}, text
+
+
+def agents_section(release: ReleaseToInstall) -> str:
+    rules = [
+        {"name": rel[len("rules/") : -len(".md")], "body": split_frontmatter(text)[1]}
+        for rel, text in sorted(release.files.items())
+        if rel.startswith("rules/") and rel.endswith(".md")
+    ]
+    return _env.get_template("agents_section.md.j2").render(
+        scenario=release.scenario, number=release.number, rules=rules
+    )
+
+
+def extension_source(config_path: Path, release: ReleaseToInstall) -> str:
+    return _env.get_template("reef_extension.ts.j2").render(
+        config_path=str(config_path), scenario=release.scenario, number=release.number
+    )
+
+
+def cli_env(routing: Routing, reef_home: Path) -> dict[str, str]:
+    """What the extension's `reef` runs need: the same state dir and the same serve address."""
+    env = {"REEF_HOME": str(reef_home)}
+    parts = urlsplit(routing.base_url)
+    if parts.hostname:
+        env["REEF_SERVE_HOST"] = parts.hostname
+    if parts.port:
+        env["REEF_SERVE_PORT"] = str(parts.port)
+    return env
+
+
+def extension_config(
+    release: ReleaseToInstall, target: Path, routing: Routing, reef_home: Path
+) -> dict[str, Any]:
+    return {
+        "command": [sys.executable, "-m", "reef_cli"],
+        "env": cli_env(routing, reef_home),
+        "scenario": release.scenario,
+        "release": release.number,
+        "target": str(target),
+        "asksDir": str(reef_home / "asks"),
+        "sessionEnv": routing.session_env,
+        "baseUrl": routing.base_url,
+    }
+
+
+def tree_files(release: ReleaseToInstall) -> dict[str, str]:
+    """The release's own files at their pi paths (rules excluded: they go to AGENTS.md)."""
+    out: dict[str, str] = {}
+    for rel, text in release.files.items():
+        if rel.startswith("skills/"):
+            out[rel] = text
+        elif rel.startswith("commands/") and rel.endswith(".md"):
+            out["prompts/" + rel[len("commands/") :]] = text
+        elif rel.startswith("extensions/") and rel.endswith(".ts"):
+            if rel == "extensions/reef.ts":
+                raise InstallError(
+                    "the release has an extension named 'reef', which Reef's own pi extension "
+                    "uses; nothing was installed",
+                    "rename extensions/reef.ts in the tree and publish again",
+                )
+            out[rel] = text
+    return out
+
+
+def _conflicts(target: Path, owned: dict[str, str]) -> list[str]:
+    """Owned paths that would overwrite the person's own files (not Reef's from before)."""
+    previous = set((_files.load_manifest(target) or {}).get("owned", []))
+    found: list[str] = []
+    for rel in sorted(owned):
+        if rel in previous:
+            continue
+        path = target / rel
+        if path.exists() or path.is_symlink():
+            found.append(rel)
+            continue
+        parts = rel.split("/")
+        if parts[0] in ("skills", "extensions") and len(parts) > 2:
+            folder = "/".join(parts[:2])
+            ours = any(p.startswith(folder + "/") for p in previous)
+            if (target / folder).exists() and not ours:
+                found.append(folder + "/")
+    return sorted(set(found))
+
+
+def plan(
+    release: ReleaseToInstall,
+    target: Path,
+    routing: Routing,
+    *,
+    models: list[str],
+    reef_home: Path,
+    token_file: Path | None,
+) -> Plan:
+    """Everything the install writes, computed (and checked) before anything is written."""
+    models_json.check(target)
+    agents = target / AGENTS
+    if agents.is_file():
+        try:
+            agents.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InstallError(
+                f"{agents} is not UTF-8 text; nothing was installed",
+                f"save {agents} as UTF-8, then install again",
+            ) from exc
+    owned = tree_files(release)
+    config_path = target / CONFIG
+    owned[EXTENSION] = extension_source(config_path, release)
+    owned[CONFIG] = (
+        json.dumps(extension_config(release, target, routing, reef_home), indent=2) + "\n"
+    )
+    conflicts = _conflicts(target, owned)
+    if conflicts:
+        raise InstallError(
+            f"installing would overwrite your own {', '.join(conflicts)} in {target}; "
+            "nothing was installed",
+            "rename or move those files (or the skill/command in the release), then install again",
+        )
+    result = Plan(target=target)
+    for rel, text in sorted(owned.items()):
+        result.own(rel, text)
+    section = agents_section(release)
+    result.merge(AGENTS, Merge(lambda old: _files.with_section(old, section), _unsection))
+    entry = models_json.provider_entry(routing, models, token_file)
+    result.merge(
+        models_json.REL,
+        Merge(
+            lambda old: models_json.merged(old, entry, str(target / models_json.REL)),
+            models_json.unmerged,
+        ),
+    )
+    result.record = {
+        "adapter": "pi",
+        "scenario": release.scenario,
+        "release": release.number,
+        "content_hash": release.content_hash,
+        "latest": release.latest,
+        "base_url": routing.base_url,
+        "models": models,
+    }
+    return result
+
+
+def _unsection(text: str) -> str | None:
+    left = _files.without_section(text)
+    return left if left.strip() else None

@@ -1,0 +1,245 @@
+"""The real pi (1.6 and 0.73) through a real `reef serve` to the scripted fake model.
+
+Each pi run gets a temporary HOME and agent dir, has its network self-checks off
+(PI_OFFLINE, PI_SKIP_VERSION_CHECK) and a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from adapters._install import install_release, uninstall
+from adapters.base import Routing
+from adapters.pi import PiAdapter, PiSession
+from adapters.pi.headless import QUIET_ENV
+from reef_cli.core import tools
+from tests.e2e.conftest import (
+    RULE_R1,
+    RULE_R2,
+    RULE_R3,
+    SKILL_DESCRIPTION,
+    SKILL_NAME,
+    FakeModel,
+    ReefServer,
+    Scenario,
+    tree_files,
+)
+from tests.fakes.upstream import Turn
+
+TOOLS = [
+    pytest.param(
+        name,
+        marks=pytest.mark.skipif(
+            tools.find(name) is None,
+            reason=f"`{name}` is not installed (scripts/install_agents.sh)",
+        ),
+        id=name,
+    )
+    for name in ("pi", "pi-0.73")
+]
+RUN_TIMEOUT = 90
+
+PERSON_AGENTS = "# My notes\n\nI like tabs.\n"
+PERSON_MODELS = (
+    '{\n  "providers": {\n    "ollama": {"baseUrl": "http://127.0.0.1:11434/v1",'
+    ' "api": "openai-completions", "apiKey": "ollama", "models": [{"id": "qwen"}]}\n  }\n}\n'
+)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> dict[str, Path]:
+    home, agent, work = tmp_path / "home", tmp_path / "agent", tmp_path / "work"
+    for folder in (home, agent, work):
+        folder.mkdir()
+    (agent / "AGENTS.md").write_text(PERSON_AGENTS)
+    (agent / "models.json").write_text(PERSON_MODELS)
+    return {"home": home, "agent": agent, "work": work}
+
+
+def _env(sandbox: dict[str, Path], reef: ReefServer) -> dict[str, str]:
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(sandbox["home"]),
+        "REEF_HOME": os.environ["REEF_HOME"],
+        "REEF_TOKEN": reef.token,
+        **QUIET_ENV,
+    }
+
+
+def _pi(
+    adapter: PiAdapter,
+    sandbox: dict[str, Path],
+    reef: ReefServer,
+    routing: Routing,
+    *args: str,
+) -> subprocess.CompletedProcess[str]:
+    argv, extra = adapter.wrapper(sandbox["agent"], routing, list(args))
+    return subprocess.run(
+        argv,
+        cwd=sandbox["work"],
+        env={**_env(sandbox, reef), **extra},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_session_goes_through_reef_and_harvests(
+    tool: str,
+    sandbox: dict[str, Path],
+    fake_model: FakeModel,
+    reef_server: ReefServer,
+    scenario_with_releases: Scenario,
+) -> None:
+    adapter = PiAdapter(tool=tool)
+    routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
+    os.environ["REEF_TOKEN"] = reef_server.token  # install asks reef serve for its models
+    try:
+        install_release("pi", routing.scenario, routing, "1", sandbox["agent"])
+    finally:
+        del os.environ["REEF_TOKEN"]
+    # The person's files keep their content; Reef's parts are added.
+    agents = (sandbox["agent"] / "AGENTS.md").read_text()
+    assert agents.startswith(PERSON_AGENTS) and RULE_R1 in agents and RULE_R2 not in agents
+    models = json.loads((sandbox["agent"] / "models.json").read_text())
+    assert models["providers"]["ollama"]["models"] == [{"id": "qwen"}]
+    assert [m["id"] for m in models["providers"]["reef"]["models"]] == ["fake-model"]
+
+    skill_md = sandbox["agent"] / "skills" / SKILL_NAME / "SKILL.md"
+    fake_model.push(Turn(text="", tool_calls=[("read", {"path": str(skill_md)})]))
+    fake_model.push(Turn(text="Bisect it first."))
+    transcript = adapter.run_headless(
+        "Why did the test start failing?",
+        sandbox["work"],
+        sandbox["agent"],
+        routing,
+        env=_env(sandbox, reef_server),
+        timeout=RUN_TIMEOUT,
+    )
+    assert transcript.returncode == 0, transcript.stderr
+    assert "Bisect it first." in transcript.stdout
+
+    # What the model saw: the installed rule and the skill's name and description.
+    calls = fake_model.inference()
+    assert len(calls) == 2
+    system = json.dumps(calls[0].body["messages"][0])
+    assert RULE_R1 in system and SKILL_NAME in system and SKILL_DESCRIPTION in system
+    assert calls[0].body["model"] == "fake-model"
+
+    # What Reef recorded: the same request, under the wrapper's session id.
+    records = reef_server.records(scenario=routing.scenario)
+    assert len(records) == 2
+    assert RULE_R1 in json.dumps(records[0].request)
+    assert SKILL_DESCRIPTION in json.dumps(records[0].request)
+    session = transcript.session
+    assert isinstance(session, PiSession)
+    assert session.reef_session_id and {r.session_id for r in records} == {session.reef_session_id}
+    assert all(r.release_id == 2 for r in records)  # the served release, whatever is installed
+
+    # The transcript pi wrote, parsed: turns, the tool call, the skill, the receipts.
+    assert [t.role for t in session.turns] == ["user", "assistant", "tool", "assistant"]
+    assert session.turns[1].tool_calls[0].name == "read"
+    assert session.turns[-1].text == "Bisect it first."
+    assert session.skills_used == [SKILL_NAME]
+    assert session.model == "reef/fake-model"
+    assert session.cwd == str(sandbox["work"])
+    assert session.receipts == [r.id for r in records]
+    harvested = adapter.harvest(sandbox["agent"])
+    assert [s.session_id for s in harvested] == [session.session_id]
+
+    # Uninstall gives the person's files back byte for byte.
+    uninstall("pi", sandbox["agent"])
+    assert (sandbox["agent"] / "AGENTS.md").read_text() == PERSON_AGENTS
+    assert (sandbox["agent"] / "models.json").read_text() == PERSON_MODELS
+    assert not (sandbox["agent"] / "extensions" / "reef").exists()
+    assert not skill_md.exists() and not (sandbox["agent"] / ".reef").exists()
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_versions_answer_locally_and_notice_updates(
+    tool: str,
+    sandbox: dict[str, Path],
+    fake_model: FakeModel,
+    reef_server: ReefServer,
+    scenario_with_releases: Scenario,
+) -> None:
+    adapter = PiAdapter(tool=tool, models=["fake-model"])
+    routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
+    install_release("pi", routing.scenario, routing, "1", sandbox["agent"])
+
+    listing = _pi(adapter, sandbox, reef_server, routing, "-p", "/versions")
+    assert listing.returncode == 0, listing.stderr
+    assert "installed r1, served r2" in listing.stdout
+    assert "quote file names before editing" in listing.stdout
+    assert "Reef r1 installed — r2 available (/versions 2 install)" in listing.stderr
+
+    shown = _pi(adapter, sandbox, reef_server, routing, "-p", "/versions 2")
+    assert shown.returncode == 0, shown.stderr
+    assert "Why: quote file names before editing" in shown.stdout
+    assert f"+{RULE_R2}" in shown.stdout  # what changed: the diff against r1
+
+    installed = _pi(adapter, sandbox, reef_server, routing, "-p", "/versions 2 install")
+    assert installed.returncode == 0, installed.stderr
+    assert "installed r2 of e2e" in installed.stdout
+    assert adapter.installed(sandbox["agent"])["release"] == 2  # type: ignore[index]
+    assert RULE_R2 in (sandbox["agent"] / "AGENTS.md").read_text()
+
+    # None of that asked the model anything.
+    assert fake_model.inference() == []
+    assert reef_server.records() == []
+
+    # A new release is published: the next session says so.
+    scenario_with_releases.publish(tree_files(f"{RULE_R1}\n{RULE_R2}\n{RULE_R3}"), "commits")
+    fake_model.push(Turn(text="ok"))
+    answered = _pi(adapter, sandbox, reef_server, routing, "-p", "hello")
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.strip() == "ok"  # the notice stays out of the answer
+    assert "Reef r2 installed — r3 available (/versions 3 install)" in answered.stderr
+    assert RULE_R2 in json.dumps(fake_model.inference()[0].body)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_evolve_files_an_ask_without_a_model_call(
+    tool: str,
+    sandbox: dict[str, Path],
+    fake_model: FakeModel,
+    reef_server: ReefServer,
+    scenario_with_releases: Scenario,
+    reef_home: Path,
+) -> None:
+    adapter = PiAdapter(tool=tool, models=["fake-model"])
+    routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
+    install_release("pi", routing.scenario, routing, "2", sandbox["agent"])
+    done = _pi(adapter, sandbox, reef_server, routing, "-p", "/evolve always run the tests first")
+    assert done.returncode == 0, done.stderr
+    asks = list((reef_home / "asks").glob("*.json"))
+    assert len(asks) == 1 and str(asks[0]) in done.stdout
+    ask = json.loads(asks[0].read_text())
+    assert ask["ask"] == "always run the tests first"
+    assert ask["scenario"] == "e2e" and ask["installed_release"] == 2 and ask["agent"] == "pi"
+    assert fake_model.inference() == []
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_wrong_token_is_a_clear_failure(
+    tool: str,
+    sandbox: dict[str, Path],
+    fake_model: FakeModel,
+    reef_server: ReefServer,
+    scenario_with_releases: Scenario,
+) -> None:
+    adapter = PiAdapter(tool=tool, models=["fake-model"])
+    routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
+    install_release("pi", routing.scenario, routing, "2", sandbox["agent"])
+    env = {**_env(sandbox, reef_server), "REEF_TOKEN": "wrong"}
+    transcript = adapter.run_headless("hi", sandbox["work"], sandbox["agent"], routing, env=env)
+    assert transcript.returncode != 0
+    assert "Reef token" in transcript.stderr
+    assert fake_model.inference() == []
