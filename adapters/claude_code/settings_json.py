@@ -1,0 +1,118 @@
+"""Merging Reef's hooks into Claude Code's ``settings.json`` without touching the person's.
+
+Claude Code 2.1 reads hooks as::
+
+    {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "...",
+                                             "timeout": 30}]}],
+               "UserPromptSubmit": [...]}}
+
+Reef's entries are recognised by ``MARK`` in their command, so re-installing replaces
+them and uninstalling removes exactly them; every other key, group and hook stays.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from adapters._files import InstallError, dump_json
+
+MARK = "adapters.claude_code.hook"
+EVENTS = ("SessionStart", "UserPromptSubmit")
+REL = "settings.json"
+
+
+def _is_reef(hook: Any) -> bool:
+    return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
+
+
+def _parse(text: str | None) -> dict[str, Any]:
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InstallError(
+            f"{REL} in the Claude Code folder is not valid JSON ({exc}); nothing was installed",
+            f"fix or move {REL} aside, then install again",
+        ) from exc
+    if not isinstance(data, dict):
+        raise InstallError(f"{REL} must hold a JSON object; nothing was installed", f"fix {REL}")
+    return data
+
+
+def _hooks_of(data: dict[str, Any]) -> dict[str, Any]:
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InstallError(
+            f'{REL}: "hooks" must be an object of event -> list; nothing was installed',
+            f'fix the "hooks" key in {REL}',
+        )
+    for event in EVENTS:
+        groups = hooks.get(event, [])
+        if not isinstance(groups, list):
+            raise InstallError(
+                f'{REL}: hooks["{event}"] must be a list; nothing was installed',
+                f'fix hooks["{event}"] in {REL}',
+            )
+    return hooks
+
+
+def _strip(hooks: dict[str, Any]) -> None:
+    """Take Reef's hooks out of ``hooks`` in place, dropping groups/events left empty."""
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                inner = [h for h in group["hooks"] if not _is_reef(h)]
+                if not inner and group["hooks"]:
+                    continue  # a group that held only Reef's hooks
+                group = {**group, "hooks": inner}
+            kept.append(group)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+
+
+def merged(text: str | None, commands: dict[str, str], timeout: int = 30) -> str:
+    """``settings.json`` text with Reef's hook for each event in ``commands`` (re)placed."""
+    data = _parse(text)
+    hooks = _hooks_of(data)
+    _strip(hooks)
+    for event, command in commands.items():
+        entry = {"type": "command", "command": command, "timeout": timeout}
+        hooks.setdefault(event, []).append({"hooks": [entry]})
+    data["hooks"] = hooks
+    return dump_json(data)
+
+
+def unmerged(text: str) -> str | None:
+    """``settings.json`` text without Reef's hooks; None when nothing else is left."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text  # the person broke it since; leave it to them
+    if not isinstance(data, dict):
+        return text
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict):
+        _strip(hooks)
+        if not hooks:
+            del data["hooks"]
+    return dump_json(data) if data else None
+
+
+def reef_commands(text: str) -> dict[str, list[str]]:
+    """Reef's hook commands per event (for tests and `installed()`)."""
+    data = _parse(text)
+    out: dict[str, list[str]] = {}
+    for event, groups in _hooks_of(data).items():
+        for group in groups if isinstance(groups, list) else []:
+            for hook in group.get("hooks", []) if isinstance(group, dict) else []:
+                if _is_reef(hook):
+                    out.setdefault(event, []).append(hook["command"])
+    return out
