@@ -28,7 +28,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- system packages -------------------------------------------------------------------
-APT_PACKAGES=(git git-lfs bubblewrap passt ca-certificates python3 python3-venv python3-pip)
+APT_PACKAGES=(git git-lfs bubblewrap passt ca-certificates python3 python3-venv python3-pip
+              build-essential cmake util-linux)
 if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -80,6 +81,11 @@ if ! command -v npm >/dev/null; then
 fi
 say "installing the agents into .tools/"
 bash scripts/install_agents.sh
+
+if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec("llama_cpp") is None)'; then
+  say "building llama-cpp-python for the embedded model (about 4 minutes the first time)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" "${PIP[@]}" install "llama-cpp-python==0.3.36"
+fi
 
 say "done: .venv/bin/reef is ready (try: .venv/bin/reef doctor)"
 

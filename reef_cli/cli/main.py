@@ -12,7 +12,19 @@ import typer
 from typer.core import TyperGroup
 
 from reef_cli import __version__
-from reef_cli.cli import config, doctor, harness, sandbox, scenario
+from reef_cli.cli import (
+    config,
+    doctor,
+    evolve,
+    harness,
+    records,
+    report,
+    sandbox,
+    scenario,
+    serve,
+    sessions,
+    token,
+)
 
 
 class ReefGroup(TyperGroup):
@@ -44,7 +56,14 @@ app.add_typer(harness.app, name="harness")
 app.add_typer(scenario.app, name="scenario")
 app.add_typer(config.app, name="config")
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(records.app, name="records")
+app.add_typer(sessions.app, name="sessions")
+app.add_typer(token.app, name="token")
+app.command("serve")(serve.serve)
+app.command("report")(report.report)
 app.command("doctor")(doctor.doctor)
+app.command("evolve")(evolve.evolve)
+app.command("quickstart")(evolve.quickstart)
 
 
 def _version(value: bool) -> None:

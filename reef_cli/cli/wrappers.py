@@ -1,21 +1,178 @@
-"""Entry points `reef-pi` and `reef-claude` (the agent wrappers arrive with the adapters)."""
+"""`reef-pi` and `reef-claude`: run the agent with its inference routed through Reef.
+
+    reef-pi [pi arguments…]          run pi through `reef serve` (started if needed)
+    reef-pi evolve "ask" [--wait]    hand an ask to the Reefine recipe
+    reef-pi report --score X [--feedback "…"]   score the last session's answers
+    reef-pi versions | install N | doctor
+
+Anything that is not one of these sub-commands is passed to the agent unchanged. The
+agent runs against an isolated folder the wrapper owns (``$REEF_HOME/agents/<agent>-<
+scenario>``) unless ``--target``/``REEF_AGENT_DIR`` names another, e.g. ``~/.pi/agent``.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+SUBCOMMANDS = ("evolve", "report", "versions", "install", "doctor", "--help", "-h")
 
 
-def _not_yet(name: str) -> None:
-    sys.stderr.write(
-        f"{name}: the agent wrapper is not part of this Reef version yet "
-        "(fix: use `reef harness …` to manage releases; see README)\n"
-    )
-    sys.exit(2)
+class Wrapper:
+    """One agent's wrapper: ``pi`` or ``claude-code``."""
+
+    def __init__(self, adapter: str, prog: str) -> None:
+        self.adapter = adapter
+        self.prog = prog
+
+    # ------------------------------------------------------------ shared plumbing
+
+    def scenario(self, explicit: str | None = None) -> str:
+        from reef_cli.core.config import load_settings
+
+        return explicit or os.environ.get("REEF_SCENARIO") or load_settings().default_scenario
+
+    def target(self, scenario: str) -> Path:
+        from reef_cli.core import paths
+
+        chosen = os.environ.get("REEF_AGENT_DIR")
+        if chosen:
+            return Path(chosen).expanduser()
+        return paths.state_dir() / "agents" / f"{self.adapter}-{scenario}"
+
+    def prepare(self, scenario: str, spec: str | None = None) -> tuple[Path, object, str]:
+        """Scenario exists, serve answers, a release is installed; returns target, routing,
+        token. Installs the served release when none (or another scenario's) is there."""
+        import adapters
+        from adapters._install import install_release
+        from adapters.base import Routing
+        from reef_cli.core import scenarios, serve_process, tokens
+        from reef_cli.core.publishing import publish_files
+        from reef_cli.core.tree import HarnessTree
+
+        found = scenarios.get_or_create(scenario)
+        if found.chain().latest() is None:
+            publish_files(
+                scenario,
+                HarnessTree().files(),
+                reason="empty starting release",
+                source=f"{self.prog}",
+            )
+        running = serve_process.ensure_running()
+        routing = Routing(base_url=running.url, scenario=scenario)
+        target = self.target(scenario)
+        record = adapters.get(self.adapter).installed(target)
+        if spec is not None or record is None or record.get("scenario") != scenario:
+            install_release(self.adapter, scenario, routing, spec or "served", target)
+        return target, routing, tokens.main_token(create=True) or ""
+
+    # ------------------------------------------------------------ running the agent
+
+    def run_agent(self, argv: list[str]) -> None:
+        import adapters
+
+        scenario = self.scenario()
+        target, routing, token = self.prepare(scenario)
+        command, extra = adapters.get(self.adapter).wrapper(target, routing, argv)  # type: ignore[arg-type]
+        env = {**os.environ, **extra, "REEF_TOKEN": token}
+        os.execvpe(command[0], command, env)
+
+    # ------------------------------------------------------------ sub-commands
+
+    def app(self) -> typer.Typer:
+        app = typer.Typer(
+            name=self.prog,
+            no_args_is_help=False,
+            rich_markup_mode=None,
+            add_completion=False,
+            help=f"Run the agent through Reef; sub-commands manage its releases. Anything else "
+            f"is passed to the agent: `{self.prog} -p 'hi'`.",
+        )
+        ScenarioOpt = Annotated[str | None, typer.Option("--scenario", "-s", help="Scenario.")]
+
+        @app.command()
+        def versions(scenario: ScenarioOpt = None) -> None:
+            """List the scenario's releases and what is installed."""
+            from reef_cli.cli.main import app as reef
+
+            name = self.scenario(scenario)
+            reef(["harness", "versions", "-s", name], prog_name="reef", standalone_mode=False)
+            import adapters
+
+            record = adapters.get(self.adapter).installed(self.target(name))
+            if record:
+                typer.echo(f"installed for {self.prog}: r{record.get('release')}")
+
+        @app.command()
+        def install(
+            release: Annotated[str, typer.Argument(help="Release: 3, r3, latest, served.")],
+            scenario: ScenarioOpt = None,
+        ) -> None:
+            """Install (pin) a release for the agent."""
+            name = self.scenario(scenario)
+            target, _, _ = self.prepare(name, release)
+            typer.echo(f"installed {release} of {name} into {target}")
+
+        @app.command()
+        def report(
+            score: Annotated[float | None, typer.Option("--score", help="A number.")] = None,
+            feedback: Annotated[str | None, typer.Option("--feedback", help="Text.")] = None,
+            scenario: ScenarioOpt = None,
+        ) -> None:
+            """Score the receipts of the agent's last session."""
+            from reef_cli.cli._wrapper_ops import report_last_session
+
+            name = self.scenario(scenario)
+            stored = report_last_session(self.adapter, name, self.target(name), score, feedback)
+            typer.echo(f"report {stored['id']} stored for {len(stored['references'])} receipt(s)")
+
+        @app.command()
+        def evolve(
+            ask: Annotated[str, typer.Argument(help="What should change, in a sentence.")],
+            scenario: ScenarioOpt = None,
+            wait: Annotated[bool, typer.Option("--wait", help="Wait for the release.")] = False,
+        ) -> None:
+            """Hand an ask to the Reefine recipe (runs in `reef serve`)."""
+            from reef_cli.cli._wrapper_ops import submit_evolve
+
+            submit_evolve(self.adapter, self.scenario(scenario), ask, wait)
+
+        @app.command()
+        def doctor() -> None:
+            """Check the agent binary and Reef's requirements."""
+            from reef_cli.cli.doctor import doctor as reef_doctor
+
+            reef_doctor(as_json=False)
+
+        return app
+
+    def main(self) -> None:
+        from reef_cli.cli.main import ReefGroup  # noqa: F401  (errors print the same way)
+        from reef_cli.core.errors import ReefError
+
+        args = sys.argv[1:]
+        try:
+            if args and args[0] in SUBCOMMANDS:
+                import typer.main
+
+                command = typer.main.get_command(self.app())
+                command.main(args=args, prog_name=self.prog)
+            else:
+                self.run_agent(args)
+        except ReefError as exc:
+            from reef_cli.cli._output import error_line
+
+            error_line(exc.one_line())
+            sys.exit(exc.exit_code)
 
 
 def run_pi() -> None:
-    _not_yet("reef-pi")
+    Wrapper("pi", "reef-pi").main()
 
 
 def run_claude() -> None:
-    _not_yet("reef-claude")
+    Wrapper("claude-code", "reef-claude").main()

@@ -213,3 +213,33 @@ def _json_part(text: str) -> str:
 
 
 __all__ = ["EMBEDDED", "BudgetExceeded", "Completion", "ModelClient", "default_model"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a LiteLLM model string lives, as an upstream `reef serve` can proxy to."""
+
+    url: str | None  # None: the embedded model (served in-process)
+    dialect: str  # openai | anthropic
+    model: str
+    key_env: str | None = None
+
+
+def endpoint_for(model: str, api_base: str | None = None) -> Endpoint:
+    """``ollama/llama3.2`` -> Ollama's OpenAI endpoint; ``openai/x`` + api_base; ``anthropic/x``…"""
+    if model == EMBEDDED:
+        return Endpoint(None, "openai", EMBEDDED)
+    provider, _, name = model.partition("/")
+    if not name:
+        provider, name = "openai", model
+    if provider in ("ollama", "ollama_chat"):
+        return Endpoint(api_base or "http://127.0.0.1:11434/v1", "openai", name)
+    if provider == "anthropic":
+        return Endpoint(
+            api_base or "https://api.anthropic.com", "anthropic", name, "ANTHROPIC_API_KEY"
+        )
+    if provider == "openrouter":
+        return Endpoint(
+            api_base or "https://openrouter.ai/api/v1", "openai", name, "OPENROUTER_API_KEY"
+        )
+    return Endpoint(api_base or "https://api.openai.com/v1", "openai", name, "OPENAI_API_KEY")

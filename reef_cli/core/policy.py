@@ -12,21 +12,26 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-_SECRETISH = (
-    r"(?:secrets?|credentials?|api[ _-]?keys?|tokens?|passwords?|private keys?|ssh keys?|"
-    r"~/\.ssh|\.ssh/id_\w+|id_rsa|\.env\b|\.aws/credentials|\.netrc|environment variables|"
-    r"\benv\b|printenv|/etc/shadow)"
+_SECRET_WORDS = (
+    r"(?:secrets?|credentials?|api[ _-]?keys?|tokens?|passwords?|private keys?|ssh keys?)"
 )
-_SEND = (
-    r"(?:send|upload|post|exfiltrate|leak|transmit|forward|email|paste|copy|curl|wget|nc\b|netcat)"
+_SECRET_FILES = (
+    r"(?:~/\.ssh|\.ssh/id_\w+|id_rsa|\.env\b|\.aws/credentials|\.netrc|environment variables|"
+    r"\$\((?:env|printenv)\)|\bprintenv\b|/etc/shadow)"
 )
+_SECRETISH = rf"(?:{_SECRET_WORDS}|{_SECRET_FILES})"
+# Prose verbs need only a secret-ish word; network tools need a secret *source* (a key
+# file, the environment), so `curl -H "Authorization: Bearer <token>"` in docs passes.
+_SEND = r"(?:send|upload|post|exfiltrate|leak|transmit|forward|email|paste)"
+_TOOL = r"(?:curl|wget|nc|netcat|scp)"
 _DISABLE = r"(?:disable|turn off|bypass|skip|escape|get around|remove|switch off)"
 
 RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "exfiltrate-secrets",
         re.compile(
-            rf"\b{_SEND}\b[^.\n]{{0,80}}{_SECRETISH}|{_SECRETISH}[^.\n]{{0,60}}\b(?:to|into)\s+"
+            rf"\b{_SEND}\b[^.\n]{{0,80}}{_SECRETISH}|\b{_TOOL}\b[^\n]{{0,80}}{_SECRET_FILES}|"
+            rf"{_SECRETISH}[^.\n]{{0,60}}\b(?:to|into)\s+"
             r"(?:https?://|a (?:remote|external)|my server|pastebin|webhook|an? (?:url|endpoint))",
             re.IGNORECASE,
         ),

@@ -31,7 +31,10 @@ class Finding:
 # Reef's own rules: the formats detect-secrets misses or matches too loosely.
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("anthropic-api-key", re.compile(r"\bsk-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_-]{20,}")),
-    ("openai-api-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?(?!ant-)[A-Za-z0-9_-]{20,}")),
+    (
+        "openai-api-key",
+        re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?(?!ant-)[A-Za-z0-9_-]{20,}"),
+    ),
     ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")),
     ("github-token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
     ("github-fine-grained-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}")),
@@ -54,7 +57,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\"'\\n,+]*"
-    r"(?:[A-Za-z0-9+/=:\-]+[\s\"'\\n,+]*){0,3}[A-Za-z0-9+/]{40,}"
+    r"(?:[A-Za-z0-9+/=:\-]+[\s\"'\\n,+]*){0,6}[A-Za-z0-9+/]{40,}"
 )
 
 _ASSIGNMENT = re.compile(
@@ -64,16 +67,44 @@ _ASSIGNMENT = re.compile(
 )
 
 _PLACEHOLDER_MARKERS = (
-    "...", "xxxx", "your", "example", "placeholder", "redacted", "changeme", "replace",
-    "insert", "dummy", "<", ">", "{{", "${", "***", "$(", "%s", "fake-", "not-a-",
+    "...",
+    "xxxx",
+    "your",
+    "example",
+    "placeholder",
+    "redacted",
+    "changeme",
+    "replace",
+    "insert",
+    "dummy",
+    "<",
+    ">",
+    "{{",
+    "${",
+    "***",
+    "$(",
+    "%s",
+    "fake-",
+    "not-a-",
 )
+
+# Lowercase words joined by - or _ (``sk-code-review-helper``): a name, never a generated key.
+_IDENTIFIER = re.compile(r"[a-z]+(?:[-_][a-z]+)+")
+
+# A URL or a filesystem path is judged by its parts: a secret only if one part is.
+# (A bare "/" starts a path only in lowercase: base64 secrets may start with "/" too.)
+_URL_OR_PATH = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|~/|\.\.?/|/[a-z0-9._/-]*$)")
+_URL_PART = re.compile(r"[^/?&#=:@.]+")
+
+_TOKEN = re.compile(r"[A-Za-z0-9_\-+/=.]+")
 
 _REFERENCE = re.compile(
     r"^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*|\[[^\]]*\])+(?:\(.*)?|[A-Z][A-Z0-9_]+|\$\w+)$"
 )
 
-# Joins for values split across lines: "abc" +\n "def", "abc"\n"def", and backslash-newline.
-_SPLIT = re.compile(r"[\"']\s*\+?\s*\\?\r?\n\s*\+?\s*[\"']|\\\r?\n\s*")
+# Joins for values split across lines: "abc" +\n "def", "abc"\n"def", `abc` +\n `def`, and
+# backslash-newline.
+_SPLIT = re.compile(r"[\"'`]\s*\+?\s*\\?\r?\n\s*\+?\s*[\"'`]|\\\r?\n\s*")
 
 
 def entropy(value: str) -> float:
@@ -89,11 +120,19 @@ def is_placeholder(secret: str) -> bool:
     if any(marker in lowered for marker in _PLACEHOLDER_MARKERS):
         return True
     tail = re.sub(r"^[a-z]+[_-](?:[a-z]+[_-])?", "", lowered)
-    return len(set(tail)) < 6
+    return len(set(tail)) < min(6, len(tail) / 2)  # sk-aaaa…, ghp_0000…: a few chars repeated
 
 
 def _assignment_is_secret(value: str) -> bool:
     if _REFERENCE.match(value) or is_placeholder(value):
+        return False
+    if _URL_OR_PATH.match(value):
+        return any(_looks_random(part) for part in _URL_PART.findall(value))
+    return _looks_random(value)
+
+
+def _looks_random(value: str) -> bool:
+    if len(value) < 16 or is_placeholder(value):
         return False
     has_letter = any(c.isalpha() for c in value)
     has_digit = any(c.isdigit() for c in value)
@@ -126,20 +165,32 @@ def _detect_secrets_plugins() -> tuple[Any, ...]:
     )
 
     classes = (
-        artifactory.ArtifactoryDetector, aws.AWSKeyDetector,
-        azure_storage_key.AzureStorageKeyDetector, basic_auth.BasicAuthDetector,
-        discord.DiscordBotTokenDetector, github_token.GitHubTokenDetector,
-        gitlab_token.GitLabTokenDetector, jwt.JwtTokenDetector, mailchimp.MailchimpDetector,
-        npm.NpmDetector, openai.OpenAIDetector, pypi_token.PypiTokenDetector,
-        sendgrid.SendGridDetector, slack.SlackDetector, square_oauth.SquareOAuthDetector,
-        stripe.StripeDetector, telegram_token.TelegramBotTokenDetector,
+        artifactory.ArtifactoryDetector,
+        aws.AWSKeyDetector,
+        azure_storage_key.AzureStorageKeyDetector,
+        basic_auth.BasicAuthDetector,
+        discord.DiscordBotTokenDetector,
+        github_token.GitHubTokenDetector,
+        gitlab_token.GitLabTokenDetector,
+        jwt.JwtTokenDetector,
+        mailchimp.MailchimpDetector,
+        npm.NpmDetector,
+        openai.OpenAIDetector,
+        pypi_token.PypiTokenDetector,
+        sendgrid.SendGridDetector,
+        slack.SlackDetector,
+        square_oauth.SquareOAuthDetector,
+        stripe.StripeDetector,
+        telegram_token.TelegramBotTokenDetector,
         twilio.TwilioKeyDetector,
     )
     return tuple(cls() for cls in classes)
 
 
 def _plugin_rule(plugin: Any) -> str:
-    return "detect-secrets:" + re.sub(r"[^a-z0-9]+", "-", str(plugin.secret_type).lower()).strip("-")
+    return "detect-secrets:" + re.sub(r"[^a-z0-9]+", "-", str(plugin.secret_type).lower()).strip(
+        "-"
+    )
 
 
 class _Joined:
@@ -184,7 +235,7 @@ def scan_text(path: str, text: str) -> list[Finding]:
     found: dict[tuple[int, str], Finding] = {}
 
     def add(rule: str, offset: int, secret: str) -> None:
-        if is_placeholder(secret):
+        if is_placeholder(secret) or _IDENTIFIER.fullmatch(secret):
             return
         line = joined.source_line(offset)
         key = (line, hashlib.sha256(secret.encode()).hexdigest())
@@ -202,8 +253,11 @@ def scan_text(path: str, text: str) -> list[Finding]:
                 add("high-entropy-assignment", offset + match.start("value"), value)
         for plugin in _detect_secrets_plugins():
             for secret in plugin.analyze_string(line):
-                position = line.find(secret)
-                add(_plugin_rule(plugin), offset + max(position, 0), secret)
+                # Some detectors yield only a regex group (GitHub's yields "ghp"): judge the
+                # whole token it sits in, so placeholders like ghp_xxxx… stay quiet.
+                position = max(line.find(secret), 0)
+                token = _TOKEN.match(line, position)
+                add(_plugin_rule(plugin), offset + position, token.group(0) if token else secret)
     return sorted(found.values())
 
 

@@ -1,0 +1,73 @@
+"""Reefine: one plain-language ask -> one typed, tested change to the harness.
+
+ask -> (up to two clarifying questions) -> the model drafts a typed change -> validated
+and applied to a copy of the served tree -> a probe task for the trial, and the text the
+recorded request must contain to show the change loaded. The engine runs the trial and
+the gate and publishes.
+"""
+
+from __future__ import annotations
+
+from recipes.base import Candidate, Context
+from recipes.reefine.ask import check_ask, clarifying_questions
+from recipes.reefine.draft import Draft, apply_draft, draft_change
+from reef_cli.core.tree import HarnessTree, parse_files
+
+
+def _summary(files: dict[str, str]) -> str:
+    try:
+        kinds = parse_files(files).summary()
+    except Exception:
+        return "unknown"
+    parts = [f"{kind}: {', '.join(names)}" for kind, names in kinds.items() if names]
+    return "; ".join(parts) or "empty"
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip().lstrip("#").strip()
+        if len(line) >= 8:
+            return line[:80]
+    return text.strip()[:80]
+
+
+def probe_for(draft: Draft, ask: str) -> tuple[str, list[str]]:
+    """The trial's prompt and the text its recorded request must hold."""
+    if draft.kind == "command":
+        return f"/{draft.name}", [_first_line(draft.body)]
+    task = (
+        f'A developer working with you says: "{ask}". Reply in two sentences: what will you '
+        "do, following your instructions?"
+    )
+    if draft.kind == "skill":
+        return task, [draft.name, draft.description[:80]]
+    if draft.kind == "extension":
+        return task, []
+    return task, [_first_line(draft.body)]
+
+
+class Reefine:
+    name = "reefine"
+
+    def propose(self, ctx: Context) -> list[Candidate]:
+        ask = check_ask(ctx.ask or "")
+        if ctx.interactive and ctx.clarify is not None:
+            for question in clarifying_questions(ask):
+                answer = ctx.clarify(question).strip()
+                if answer:
+                    ask = check_ask(f"{ask}. {answer}")
+        ctx.progress(f"drafting a change with {ctx.model.describe()}", 0.15)
+        base = ctx.incumbent or HarnessTree().files()
+        draft = draft_change(ctx.model, ask, _summary(base))
+        files, change = apply_draft(base, draft)
+        probe, expect = probe_for(draft, ask)
+        return [
+            Candidate(
+                files=files,
+                reason=ask,
+                changes=[change],
+                probe=probe,
+                expect_in_request=expect,
+                evidence={"ask": ask, "draft": draft.model_dump()},
+            )
+        ]

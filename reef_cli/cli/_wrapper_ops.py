@@ -1,0 +1,99 @@
+"""What the wrappers' sub-commands do over the Reef API (kept out of the CLI shell)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from reef_cli.core.errors import ReefError, ServeError
+
+
+def _client() -> tuple[Any, dict[str, str]]:
+    import httpx
+
+    from reef_cli.core import serve_process, tokens
+
+    running = serve_process.ensure_running()
+    token = tokens.main_token(create=True) or ""
+    return httpx.Client(base_url=running.url, timeout=30.0), {"authorization": f"Bearer {token}"}
+
+
+def _check(response: Any) -> dict[str, Any]:
+    try:
+        data = response.json()
+    except ValueError:
+        data = {}
+    if response.status_code >= 400:
+        error = data.get("error", {}) if isinstance(data, dict) else {}
+        message = error.get("message") if isinstance(error, dict) else None
+        raise ServeError(
+            f"reef serve answered {response.status_code}: {message or response.text[:200]}",
+            (error.get("hint") if isinstance(error, dict) else None) or "see `reef serve` logs",
+        )
+    return data if isinstance(data, dict) else {"data": data}
+
+
+def report_last_session(
+    adapter_name: str, scenario: str, target: Path, score: float | None, feedback: str | None
+) -> dict[str, Any]:
+    import adapters
+
+    if score is None and not feedback:
+        raise ReefError("nothing to report", "pass --score X and/or --feedback TEXT")
+    sessions = adapters.get(adapter_name).harvest(target)
+    with_receipts = [s for s in sessions if s.receipts]
+    if not with_receipts:
+        raise ReefError(
+            f"no session with receipts found in {target}",
+            "run the agent through the wrapper first, then report",
+        )
+    last = with_receipts[-1]
+    body: dict[str, Any] = {
+        "references": last.receipts,
+        "metadata": {"agent": adapter_name, "session_id": last.session_id},
+    }
+    if score is not None:
+        body["score"] = score
+    if feedback:
+        body["feedback"] = feedback
+    client, headers = _client()
+    with client:
+        response = client.post(
+            "/reef/report", json=body, headers={**headers, "x-reef-scenario": scenario}
+        )
+    return _check(response)
+
+
+def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dict[str, Any]:
+    from reef_cli.cli._output import console
+
+    client, headers = _client()
+    with client:
+        job = _check(
+            client.post(
+                "/reef/evolve",
+                json={"ask": ask, "scenario": scenario, "adapter": adapter_name},
+                headers=headers,
+            )
+        )
+        console().print(f"job {job['id']} queued (Reefine, scenario {scenario})")
+        if not wait:
+            console().print(f"follow it: GET /reef/jobs/{job['id']}, or rerun with --wait")
+            return job
+        last = ""
+        while job.get("state") in ("queued", "running"):
+            time.sleep(1.0)
+            job = _check(client.get(f"/reef/jobs/{job['id']}", headers=headers))
+            message = str(job.get("progress", {}).get("message", ""))
+            if message and message != last:
+                console().print(f"  {message}")
+                last = message
+    if job.get("state") == "published":
+        console().print(f"[green]published r{job['release']}[/] — {job.get('message', '')}")
+    else:
+        raise ReefError(
+            f"evolve ended {job.get('state')}: {job.get('message', '')}",
+            "see `reef harness versions` and the job's details",
+        )
+    return job

@@ -1,0 +1,59 @@
+"""`reef evolve` and `reef quickstart`: evolve a harness in the foreground."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from reef_cli.cli._common import JsonOpt, scenario_name
+
+EXIT = {"published": 0, "pending": 0, "rejected": 3, "stopped": 6, "failed": 1}
+
+
+def evolve(
+    ask: Annotated[str | None, typer.Argument(help="What should change, in a sentence.")] = None,
+    scenario: Annotated[str | None, typer.Option("--scenario", "-s", help="Scenario.")] = None,
+    recipe: Annotated[
+        str, typer.Option("--recipe", help="Recipe (reefine for an ask).")
+    ] = "reefine",
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Ask no clarifying questions.")] = False,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="LiteLLM model string (default: configured or embedded)."),
+    ] = None,
+    max_calls: Annotated[int, typer.Option("--max-calls", help="Model-call budget.")] = 20,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Token budget.")] = 200_000,
+    max_seconds: Annotated[float, typer.Option("--max-seconds", help="Wall-time budget.")] = 1800,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evolve the harness: Reefine turns an ask into a tested, gated release."""
+    from reef_cli.cli._evolve_run import run_foreground
+
+    outcome = run_foreground(
+        scenario_name(scenario),
+        ask=ask,
+        recipe=recipe,
+        interactive=not yes,
+        model=model,
+        max_calls=max_calls,
+        max_tokens=max_tokens,
+        max_seconds=max_seconds,
+        as_json=as_json,
+    )
+    raise typer.Exit(EXIT.get(outcome.state, 1))
+
+
+QUICKSTART_ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
+
+
+def quickstart(
+    ask: Annotated[str, typer.Option("--ask", help="The ask to evolve.")] = QUICKSTART_ASK,
+    scenario: Annotated[str, typer.Option("--scenario", "-s", help="Scenario.")] = "quickstart",
+) -> None:
+    """The main job in one command: a scenario, pi installed in an isolated dir, one ask
+    evolved into a tested release on the embedded model (or $REEF_MODEL), and the diff."""
+    from reef_cli.cli._evolve_run import run_quickstart
+
+    outcome = run_quickstart(scenario, ask)
+    raise typer.Exit(EXIT.get(outcome.state, 1))

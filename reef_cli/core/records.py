@@ -1,0 +1,379 @@
+"""Records: one recorded inference exchange per row, in SQLite (WAL) under the state dir.
+
+The schema is versioned by *named* migrations (``schema_migrations`` holds the names
+applied); each migration runs in one transaction. A record is one row inserted in one
+transaction, so a crash leaves either no record or a complete one. Sessions are not a
+table: they are the records that share a ``session_id``.
+
+Importable without the server stack (stdlib only).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reef_cli.core import paths
+from reef_cli.core.errors import ReefError, StateError
+
+DB_NAME = "records.sqlite3"
+
+
+class RecordNotFound(ReefError):
+    """No record has that receipt id."""
+
+
+def db_path() -> Path:
+    return paths.state_dir() / DB_NAME
+
+
+def new_receipt() -> str:
+    """A receipt id: ``rec_`` + 24 hex digits (96 random bits)."""
+    return "rec_" + secrets.token_hex(12)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_records",
+        """
+        CREATE TABLE records (
+            id TEXT PRIMARY KEY,
+            scenario TEXT NOT NULL,
+            release_id INTEGER,
+            session_id TEXT,
+            client_dialect TEXT NOT NULL,
+            upstream_dialect TEXT NOT NULL,
+            model TEXT,
+            stream INTEGER NOT NULL DEFAULT 0,
+            request TEXT,
+            response TEXT,
+            usage TEXT,
+            input_tokens INTEGER,
+            output_tokens INTEGER,
+            latency_ms REAL,
+            first_chunk_ms REAL,
+            status INTEGER,
+            error TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX records_scenario ON records(scenario, created_at);
+        CREATE INDEX records_session ON records(session_id, created_at);
+        """,
+    ),
+    (
+        "0002_reports",
+        """
+        CREATE TABLE reports (
+            id TEXT PRIMARY KEY,
+            scenario TEXT NOT NULL,
+            score REAL,
+            feedback TEXT,
+            refs TEXT NOT NULL,
+            metadata TEXT,
+            content_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE report_refs (
+            report_id TEXT NOT NULL REFERENCES reports(id),
+            record_id TEXT NOT NULL,
+            PRIMARY KEY (report_id, record_id)
+        );
+        CREATE INDEX report_refs_record ON report_refs(record_id);
+        CREATE INDEX reports_scenario ON reports(scenario, created_at);
+        """,
+    ),
+]
+
+
+@dataclass
+class Record:
+    id: str
+    scenario: str
+    client_dialect: str
+    upstream_dialect: str
+    release_id: int | None = None
+    session_id: str | None = None
+    model: str | None = None
+    stream: bool = False
+    request: Any = None
+    response: Any = None
+    usage: dict[str, Any] | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_ms: float | None = None
+    first_chunk_ms: float | None = None
+    status: int | None = None
+    error: str | None = None
+    created_at: str = field(default_factory=now_iso)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> dict[str, Any]:
+        data = self.to_json()
+        data.pop("request")
+        data.pop("response")
+        return data
+
+
+_COLUMNS = [
+    "id",
+    "scenario",
+    "release_id",
+    "session_id",
+    "client_dialect",
+    "upstream_dialect",
+    "model",
+    "stream",
+    "request",
+    "response",
+    "usage",
+    "input_tokens",
+    "output_tokens",
+    "latency_ms",
+    "first_chunk_ms",
+    "status",
+    "error",
+    "created_at",
+]
+_JSON_COLUMNS = {"request", "response", "usage"}
+
+
+class RawJSON(str):
+    """Text that is already JSON: stored as is, without decoding and re-encoding."""
+
+
+def _dump(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, RawJSON):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _row_values(rec: Record) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for col in _COLUMNS:
+        value = getattr(rec, col)
+        if col in _JSON_COLUMNS:
+            value = _dump(value)
+        elif col == "stream":
+            value = int(bool(value))
+        out.append(value)
+    return tuple(out)
+
+
+def _from_row(row: sqlite3.Row) -> Record:
+    data = {col: row[col] for col in _COLUMNS}
+    for col in _JSON_COLUMNS:
+        if data[col] is not None:
+            with contextlib.suppress(ValueError):
+                data[col] = json.loads(data[col])
+    data["stream"] = bool(data["stream"])
+    return Record(**data)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (and migrate) the database at ``path``: WAL, NORMAL sync, a busy timeout."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise StateError(
+            f"cannot open the records database {path}: {exc}", "set REEF_HOME to a writable dir"
+        ) from exc
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    migrate(conn)
+    return conn
+
+
+_migrate_lock = threading.Lock()
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every named migration not yet applied; return the names applied now."""
+    applied_now: list[str] = []
+    with _migrate_lock:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
+        )
+        for name, sql in MIGRATIONS:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = conn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
+                ).fetchone()
+                if done is None:
+                    for statement in sql.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (name, now_iso()))
+                    applied_now.append(name)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+    return applied_now
+
+
+class RecordStore:
+    """Reads and writes records. One connection per thread (SQLite connections are not shared)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or db_path()
+        self._local = threading.local()
+        connect(self.path).close()  # create + migrate once, up front
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # ------------------------------------------------------------ writing
+
+    def insert(self, record: Record) -> None:
+        self.insert_many([record])
+
+    def insert_many(self, records: Sequence[Record]) -> None:
+        """Insert records; each row is whole (one transaction for the batch)."""
+        if not records:
+            return
+        placeholders = ",".join("?" * len(_COLUMNS))
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO records ({','.join(_COLUMNS)}) VALUES ({placeholders})",
+                [_row_values(r) for r in records],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # ------------------------------------------------------------ reading
+
+    def get(self, record_id: str) -> Record:
+        row = self.conn.execute("SELECT * FROM records WHERE id = ?", (record_id,)).fetchone()
+        if row is None:
+            raise RecordNotFound(
+                f"no record with receipt {record_id!r}", "list receipts with `reef records list`"
+            )
+        return _from_row(row)
+
+    def exists(self, record_ids: Sequence[str]) -> dict[str, str]:
+        """``{receipt: scenario}`` for the receipts that have a record."""
+        if not record_ids:
+            return {}
+        out: dict[str, str] = {}
+        ids = list(dict.fromkeys(record_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.conn.execute(
+                f"SELECT id, scenario FROM records WHERE id IN ({marks})", chunk
+            ):
+                out[row["id"]] = row["scenario"]
+        return out
+
+    def latest(self, scenario: str | None = None) -> Record | None:
+        rows = self.list(scenario=scenario, limit=1)
+        return rows[0] if rows else None
+
+    def list(
+        self,
+        *,
+        scenario: str | None = None,
+        session_id: str | None = None,
+        since: str | None = None,
+        limit: int | None = 50,
+        oldest_first: bool = False,
+    ) -> list[Record]:
+        return list(
+            self.iter(
+                scenario=scenario,
+                session_id=session_id,
+                since=since,
+                limit=limit,
+                oldest_first=oldest_first,
+            )
+        )
+
+    def iter(
+        self,
+        *,
+        scenario: str | None = None,
+        session_id: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        oldest_first: bool = True,
+    ) -> Iterator[Record]:
+        where, args = _filters(scenario=scenario, session_id=session_id, since=since)
+        order = "ASC" if oldest_first else "DESC"
+        sql = f"SELECT * FROM records {where} ORDER BY created_at {order}, rowid {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        for row in self.conn.execute(sql, args):
+            yield _from_row(row)
+
+    def count(self, scenario: str | None = None) -> int:
+        where, args = _filters(scenario=scenario)
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM records {where}", args).fetchone()[0])
+
+    def sessions(
+        self, *, scenario: str | None = None, limit: int = 50
+    ) -> builtins.list[dict[str, Any]]:
+        where, args = _filters(scenario=scenario)
+        where = (where + " AND" if where else "WHERE") + " session_id IS NOT NULL"
+        rows = self.conn.execute(
+            f"""SELECT session_id, scenario, COUNT(*) AS records, MIN(created_at) AS started_at,
+                       MAX(created_at) AS last_at, SUM(COALESCE(input_tokens, 0)) AS input_tokens,
+                       SUM(COALESCE(output_tokens, 0)) AS output_tokens
+                FROM records {where} GROUP BY session_id, scenario
+                ORDER BY last_at DESC LIMIT ?""",
+            [*args, limit],
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+
+def _filters(
+    *, scenario: str | None = None, session_id: str | None = None, since: str | None = None
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    args: list[Any] = []
+    if scenario is not None:
+        clauses.append("scenario = ?")
+        args.append(scenario)
+    if session_id is not None:
+        clauses.append("session_id = ?")
+        args.append(session_id)
+    if since is not None:
+        clauses.append("created_at >= ?")
+        args.append(since)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), args

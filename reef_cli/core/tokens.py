@@ -1,0 +1,168 @@
+"""Access tokens for `reef serve`.
+
+- The *main* token: ``$REEF_TOKEN``, else ``<state dir>/token`` (generated on first use,
+  mode 0600). It may do everything.
+- *Scenario tokens*: ``<state dir>/tokens.json`` holds ``{name, sha256, scenarios}`` for
+  tokens limited to named scenarios. Only the hash is stored; the token is shown once.
+
+Tokens are compared as SHA-256 digests with ``hmac.compare_digest`` (constant time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reef_cli.core import paths
+from reef_cli.core.errors import AuthError, StateError
+from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.names import check_name
+
+TOKEN_FILE = "token"
+TOKENS_FILE = "tokens.json"
+PREFIX = "reef_"
+
+
+def token_path() -> Path:
+    return paths.state_dir() / TOKEN_FILE
+
+
+def tokens_path() -> Path:
+    return paths.state_dir() / TOKENS_FILE
+
+
+def digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+def generate() -> str:
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def main_token(create: bool = True) -> str | None:
+    """``$REEF_TOKEN``, or the stored token (generated and stored 0600 when ``create``)."""
+    env = os.environ.get("REEF_TOKEN")
+    if env:
+        return env.strip()
+    path = token_path()
+    if path.exists():
+        text = path.read_text(encoding="utf-8").strip()
+        if text:
+            return text
+    if not create:
+        return None
+    paths.ensure_state_dir()
+    token = generate()
+    fd = None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, (token + "\n").encode())
+    except FileExistsError:
+        return path.read_text(encoding="utf-8").strip()  # another process won the race
+    except OSError as exc:
+        raise StateError(f"cannot store the token in {path}: {exc.strerror}") from exc
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return token
+
+
+@dataclass(frozen=True)
+class ScopedToken:
+    name: str
+    sha256: str
+    scenarios: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "scenarios": list(self.scenarios)}
+
+
+def _load_scoped() -> list[ScopedToken]:
+    path = tokens_path()
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [
+            ScopedToken(str(t["name"]), str(t["sha256"]), tuple(t["scenarios"]))
+            for t in data["tokens"]
+        ]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StateError(
+            f"{path} is not a valid token list", f"fix or delete {path} (tokens in it stop working)"
+        ) from exc
+
+
+def _save_scoped(tokens: list[ScopedToken]) -> None:
+    paths.ensure_state_dir()
+    data = {"tokens": [{**t.to_json(), "sha256": t.sha256} for t in tokens]}
+    atomic_write_text(tokens_path(), json.dumps(data, indent=2) + "\n", mode=0o600)
+
+
+def list_scoped() -> list[ScopedToken]:
+    return _load_scoped()
+
+
+def create_scoped(name: str, scenarios: list[str]) -> str:
+    """Create a token limited to ``scenarios``; return it (shown once, stored hashed)."""
+    check_name("token", name)
+    if not scenarios:
+        raise AuthError("a scenario token needs at least one scenario", "pass --scenario NAME")
+    for s in scenarios:
+        check_name("scenario", s)
+    existing = _load_scoped()
+    if any(t.name == name for t in existing):
+        raise AuthError(f"a token named {name!r} exists", "revoke it first or pick another name")
+    token = generate()
+    existing.append(ScopedToken(name, digest(token).hex(), tuple(scenarios)))
+    _save_scoped(existing)
+    return token
+
+
+def revoke_scoped(name: str) -> None:
+    existing = _load_scoped()
+    kept = [t for t in existing if t.name != name]
+    if len(kept) == len(existing):
+        raise AuthError(f"no token named {name!r}", "see `reef token list`")
+    _save_scoped(kept)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a presented token may do: everything (``scenarios is None``) or named scenarios."""
+
+    name: str
+    scenarios: frozenset[str] | None
+
+    def allows(self, scenario: str) -> bool:
+        return self.scenarios is None or scenario in self.scenarios
+
+
+class TokenSet:
+    """The tokens a server accepts, as digests. ``check`` is constant-time per entry."""
+
+    def __init__(self, main: str | None, scoped: list[ScopedToken] | None = None) -> None:
+        self._main = digest(main) if main else None
+        self._scoped = [(bytes.fromhex(t.sha256), t) for t in (scoped or [])]
+
+    @property
+    def open(self) -> bool:
+        return self._main is None and not self._scoped
+
+    def check(self, presented: str | None) -> Grant | None:
+        if presented is None:
+            return None
+        got = digest(presented)
+        found: Grant | None = None
+        if self._main is not None and hmac.compare_digest(got, self._main):
+            found = Grant("main", None)
+        for want, token in self._scoped:
+            if hmac.compare_digest(got, want) and found is None:
+                found = Grant(token.name, frozenset(token.scenarios))
+        return found

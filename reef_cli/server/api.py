@@ -1,0 +1,258 @@
+"""The Reef API: reports, scenarios, releases, rollback/promote, harness files, health."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+
+from reef_cli.core import scenarios
+from reef_cli.core.errors import AuthError, ReleaseNotFound
+from reef_cli.core.names import check_name
+from reef_cli.core.records import RecordStore
+from reef_cli.core.reports import ReportIn, parse_report, save_report
+from reef_cli.core.tokens import Grant
+
+bearer = HTTPBearer(auto_error=False, description="the Reef token (`reef token`)")
+
+
+class Forbidden(AuthError):
+    """A valid token that may not touch this scenario (HTTP 403)."""
+
+
+class Unauthorized(AuthError):
+    """No token or a wrong one (HTTP 401)."""
+
+
+class ErrorBody(BaseModel):
+    error: dict[str, Any]
+
+
+class ScenarioIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=64, description="kebab-case name")
+    description: str = Field("", max_length=2000)
+
+
+class ScenarioOut(BaseModel):
+    name: str
+    description: str
+    created_at: str
+    served: int | None = None
+    latest: int | None = None
+
+
+class RollbackIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    to: int | None = Field(
+        None,
+        ge=1,
+        le=10**9,
+        description="release to restore (default: the one before the served release)",
+    )
+    reason: str = Field("", max_length=2000)
+
+
+class PromoteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    release: int | None = Field(
+        None, ge=1, le=10**9, description="release to make live (default: latest)"
+    )
+    reason: str = Field("", max_length=2000)
+
+
+class ReportOut(BaseModel):
+    id: str
+    scenario: str
+    score: float | None
+    feedback: Any = None
+    references: list[str]
+    metadata: dict[str, Any] | None = None
+    created_at: str
+    created: bool
+
+
+class HarnessOut(BaseModel):
+    scenario: str
+    release: dict[str, Any]
+    files: dict[str, str]
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody},
+    401: {"model": ErrorBody},
+    403: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+    409: {"model": ErrorBody},
+}
+
+
+def make_router() -> APIRouter:
+    router = APIRouter()
+
+    def grant_of(
+        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+    ) -> Grant:
+        auth = request.app.state.auth
+        if auth.open:
+            return auth.grant({})
+        got = auth.grant(request.headers, allow_api_key=False)
+        if got is None:
+            raise Unauthorized(
+                "missing or wrong Reef token",
+                "send `Authorization: Bearer <token>`; `reef token` prints it",
+            )
+        return got
+
+    def allow(grant: Grant, scenario: str) -> None:
+        if not grant.allows(scenario):
+            raise Forbidden(
+                f"this token is not allowed for scenario {scenario!r}",
+                "use a token made for this scenario (`reef token create --scenario`)",
+            )
+
+    @router.get("/healthz", tags=["health"])
+    def healthz(request: Request) -> dict[str, Any]:
+        """Liveness: no token needed; says nothing secret."""
+        state = request.app.state
+        recorder = state.recorder
+        return {
+            "status": "ok",
+            "upstream_dialect": state.upstream.dialect,
+            "recording": recorder is not None,
+            "records_pending": recorder.pending if recorder else 0,
+        }
+
+    @router.post(
+        "/reef/report",
+        tags=["reports"],
+        responses=ERRORS,
+        response_model=ReportOut,
+        status_code=201,
+    )
+    async def report(
+        request: Request, response: Response, body: ReportIn, grant: Grant = Depends(grant_of)
+    ) -> ReportOut:
+        """Score or comment on recorded exchanges by their receipts. Idempotent by `id`."""
+        parsed = parse_report(body.model_dump())
+        scenario = request.headers.get("x-reef-scenario")
+        if scenario is not None:
+            check_name("scenario", scenario)
+            allow(grant, scenario)
+        store: RecordStore = request.app.state.store
+        recorder = request.app.state.recorder
+        if recorder is not None and parsed.references:
+            known = await asyncio.to_thread(store.exists, parsed.references)
+            if len(known) < len(parsed.references):
+                await asyncio.to_thread(recorder.flush, 10.0)
+        stored = await asyncio.to_thread(save_report, store, parsed, scenario)
+        allow(grant, stored.scenario)
+        if not stored.created:
+            response.status_code = 200
+        return ReportOut(**stored.to_json(), created=stored.created)
+
+    @router.get("/reef/scenarios", tags=["scenarios"], responses=ERRORS)
+    def list_scenarios(grant: Grant = Depends(grant_of)) -> list[ScenarioOut]:
+        return [_scenario_out(s) for s in scenarios.list_all() if grant.allows(s.name)]
+
+    @router.post("/reef/scenarios", tags=["scenarios"], responses=ERRORS, status_code=201)
+    def create_scenario(body: ScenarioIn, grant: Grant = Depends(grant_of)) -> ScenarioOut:
+        check_name("scenario", body.name)
+        allow(grant, body.name)
+        return _scenario_out(scenarios.create(body.name, body.description))
+
+    @router.get("/reef/scenarios/{scenario}/releases", tags=["releases"], responses=ERRORS)
+    def releases(scenario: str, grant: Grant = Depends(grant_of)) -> list[dict[str, Any]]:
+        allow(grant, scenario)
+        return [r.to_json() for r in scenarios.get(scenario).chain().releases()]
+
+    @router.post(
+        "/reef/scenarios/{scenario}/rollback", tags=["releases"], responses=ERRORS, status_code=201
+    )
+    def rollback(
+        request: Request,
+        scenario: str,
+        body: RollbackIn | None = None,
+        grant: Grant = Depends(grant_of),
+    ) -> dict[str, Any]:
+        """Publish a new release with the content of an earlier one (numbers only grow)."""
+        allow(grant, scenario)
+        body = body or RollbackIn(to=None, reason="")
+        chain = scenarios.get(scenario).chain()
+        target = body.to
+        if target is None:
+            served = chain.served()
+            if served is None or served.number < 2:
+                raise ReleaseNotFound("there is no earlier release to roll back to")
+            target = (served.meta.points_to or served.number) - 1
+            if target < 1:
+                raise ReleaseNotFound("there is no earlier release to roll back to")
+        chain.get(target)
+        release = chain.republish(
+            target, source="rollback", reason=body.reason or f"rollback to r{target}"
+        )
+        request.app.state.releases.invalidate(scenario)
+        return release.to_json()
+
+    @router.post(
+        "/reef/scenarios/{scenario}/promote", tags=["releases"], responses=ERRORS, status_code=201
+    )
+    def promote(
+        request: Request,
+        scenario: str,
+        body: PromoteIn | None = None,
+        grant: Grant = Depends(grant_of),
+    ) -> dict[str, Any]:
+        """Make a (pending) release live by publishing its content as a new live release."""
+        allow(grant, scenario)
+        body = body or PromoteIn(release=None, reason="")
+        chain = scenarios.get(scenario).chain()
+        if body.release is None:
+            latest = chain.latest()
+            if latest is None:
+                raise ReleaseNotFound("this scenario has no releases yet", "publish one first")
+            number = latest.number
+        else:
+            number = chain.get(body.release).number
+        release = chain.republish(
+            number, source="promote", reason=body.reason or f"promote r{number}"
+        )
+        request.app.state.releases.invalidate(scenario)
+        return release.to_json()
+
+    @router.get("/reef/harness", tags=["releases"], responses=ERRORS)
+    def harness(
+        scenario: str = Query(..., max_length=64),
+        release: str = Query(
+            "served", max_length=32, description="3, r3, latest, served, previous"
+        ),
+        grant: Grant = Depends(grant_of),
+    ) -> HarnessOut:
+        """A release's harness tree (files) and metadata."""
+        check_name("scenario", scenario)
+        allow(grant, scenario)
+        chain = scenarios.get(scenario).chain()
+        found = chain.resolve(release)
+        return HarnessOut(scenario=scenario, release=found.to_json(), files=chain.files(found))
+
+    return router
+
+
+def _scenario_out(s: scenarios.Scenario) -> ScenarioOut:
+    chain = s.chain()
+    served = chain.served()
+    latest = chain.latest()
+    return ScenarioOut(
+        name=s.name,
+        description=s.description,
+        created_at=s.created_at,
+        served=served.number if served else None,
+        latest=latest.number if latest else None,
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(make_router())

@@ -1,0 +1,167 @@
+"""The application factory: ``create_app(config)`` wires proxy, recorder, auth and the API."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from reef_cli.core import errors
+from reef_cli.core.records import RecordNotFound, RecordStore
+from reef_cli.core.reports import ReportConflict, ReportInvalid
+from reef_cli.core.tokens import TokenSet
+from reef_cli.server import api
+from reef_cli.server.auth import Authenticator
+from reef_cli.server.config import ServeConfig
+from reef_cli.server.proxy import Proxy
+from reef_cli.server.recorder import Recorder
+from reef_cli.server.release_cache import ReleaseCache
+from reef_cli.server.upstream import Upstream
+
+log = logging.getLogger("reef.serve")
+
+STATUS: list[tuple[type[errors.ReefError], int]] = [
+    (api.Unauthorized, 401),
+    (api.Forbidden, 403),
+    (errors.AuthError, 401),
+    (errors.InvalidName, 400),
+    (ReportInvalid, 400),
+    (ReportConflict, 409),
+    (errors.ScenarioNotFound, 404),
+    (errors.ReleaseNotFound, 404),
+    (RecordNotFound, 404),
+    (errors.ScenarioExists, 409),
+    (errors.ChainConflict, 409),
+    (errors.GateBlocked, 422),
+    (errors.TreeError, 422),
+]
+
+
+def status_of(exc: errors.ReefError) -> int:
+    for kind, status in STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def _error(status: int, message: str, hint: str | None = None, **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {"message": message, **extra}
+    if hint:
+        body["hint"] = hint
+    return JSONResponse({"error": body}, status_code=status)
+
+
+class ReefApp:
+    """The ASGI entry: inference routes go straight to the proxy (the hot path skips the
+    framework's middleware and routing); everything else goes to the FastAPI app."""
+
+    def __init__(self, api_app: FastAPI, fast: dict[tuple[str, str], Any]) -> None:
+        self.api = api_app
+        self.state = api_app.state
+        self.fast = fast
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            endpoint = self.fast.get((scope["method"], scope["path"]))
+            if endpoint is not None:
+                try:
+                    response = await endpoint(Request(scope, receive))
+                except Exception as exc:  # never a stack trace to the client
+                    log.error("internal error on %s: %s", scope["path"], type(exc).__name__)
+                    response = _error(500, "internal error in reef serve (see the server log)")
+                await response(scope, receive, send)
+                return
+        await self.api(scope, receive, send)
+
+
+def create_app(
+    config: ServeConfig,
+    *,
+    tokens: TokenSet | None,
+    store_path: Path | None = None,
+) -> ReefApp:
+    """Build the app. ``tokens=None`` means open (no auth): callers decide when that is allowed."""
+    upstream = Upstream.from_config(config)
+    store = RecordStore(store_path)
+    recorder = Recorder(store) if config.record else None
+    releases = ReleaseCache(config.release_cache_seconds)
+    auth = Authenticator(tokens)
+    proxy = Proxy(config, upstream, auth, recorder, releases)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if recorder is not None:
+            recorder.start()
+        await proxy.start()
+        try:
+            yield
+        finally:
+            await proxy.stop()
+            if recorder is not None:
+                recorder.stop()
+
+    app = FastAPI(
+        title="Reef",
+        version="1",
+        description="The Reef recording proxy and API. Inference routes (/v1/...) speak the "
+        "OpenAI and Anthropic dialects; see docs/api.md.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.config = config
+    app.state.upstream = upstream
+    app.state.store = store
+    app.state.recorder = recorder
+    app.state.releases = releases
+    app.state.auth = auth
+    app.state.proxy = proxy
+
+    app.add_route("/v1/chat/completions", proxy.chat_completions, ["POST"], include_in_schema=False)
+    app.add_route("/v1/messages", proxy.messages, ["POST"], include_in_schema=False)
+    app.add_route(
+        "/v1/messages/count_tokens", proxy.count_tokens, ["POST"], include_in_schema=False
+    )
+    app.add_route("/v1/models", proxy.models, ["GET"], include_in_schema=False)
+    api.install(app)
+
+    @app.exception_handler(errors.ReefError)
+    async def reef_error(request: Request, exc: errors.ReefError) -> JSONResponse:
+        status = status_of(exc)
+        if status >= 500:
+            log.error("%s: %s", type(exc).__name__, exc.one_line())
+        extra = {"field": exc.field} if isinstance(exc, ReportInvalid) else {}
+        return _error(status, exc.message, exc.hint, type=type(exc).__name__, **extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid"}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"] or ["body"]
+        field = "body" if first.get("type") == "json_invalid" else ".".join(loc)
+        msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        return _error(400, f"{field}: {msg}", field=field, type="ValidationError")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def crash(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__
+        )
+        return _error(500, "internal error in reef serve (see the server log)")
+
+    fast = {
+        ("POST", "/v1/chat/completions"): proxy.chat_completions,
+        ("POST", "/v1/messages"): proxy.messages,
+    }
+    return ReefApp(app, fast)

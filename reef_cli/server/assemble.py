@@ -1,0 +1,136 @@
+"""Rebuild a whole response from a recorded stream, for the record (runs off the hot path)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reef_cli.server.sse import iter_events
+
+
+def _loads(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def openai_stream(raw: bytes) -> dict[str, Any]:
+    """Chat-completion chunks -> one ``chat.completion`` object."""
+    out: dict[str, Any] = {"object": "chat.completion", "choices": []}
+    choices: dict[int, dict[str, Any]] = {}
+    for _event, data in iter_events(raw):
+        if data.strip() == "[DONE]":
+            break
+        chunk = _loads(data)
+        if not isinstance(chunk, dict):
+            continue
+        if "error" in chunk:
+            out["error"] = chunk["error"]
+            continue
+        if "reef" in chunk and not chunk.get("choices"):
+            continue
+        for key in ("id", "model", "created", "system_fingerprint"):
+            if key in chunk and key not in out:
+                out[key] = chunk[key]
+        if chunk.get("usage"):
+            out["usage"] = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            index = choice.get("index", 0)
+            slot = choices.setdefault(
+                index,
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": None},
+                    "finish_reason": None,
+                },
+            )
+            delta = choice.get("delta") or {}
+            msg = slot["message"]
+            if delta.get("content"):
+                msg["content"] = (msg["content"] or "") + delta["content"]
+            for key in ("reasoning_content", "reasoning"):
+                if delta.get(key):
+                    msg[key] = msg.get(key, "") + delta[key]
+            for call in delta.get("tool_calls") or []:
+                calls = msg.setdefault("tool_calls", [])
+                i = call.get("index", len(calls))
+                while len(calls) <= i:
+                    calls.append(
+                        {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                    )
+                if call.get("id"):
+                    calls[i]["id"] = call["id"]
+                fn = call.get("function") or {}
+                if fn.get("name"):
+                    calls[i]["function"]["name"] += fn["name"]
+                if fn.get("arguments"):
+                    calls[i]["function"]["arguments"] += fn["arguments"]
+            if choice.get("finish_reason"):
+                slot["finish_reason"] = choice["finish_reason"]
+    out["choices"] = [choices[i] for i in sorted(choices)]
+    return out
+
+
+def anthropic_stream(raw: bytes) -> dict[str, Any]:
+    """Messages stream events -> one ``message`` object."""
+    message: dict[str, Any] = {"type": "message", "role": "assistant", "content": []}
+    partial: dict[int, str] = {}
+    for event, data in iter_events(raw):
+        ev = _loads(data)
+        if not isinstance(ev, dict):
+            continue
+        kind = ev.get("type") or event
+        if kind == "message_start":
+            message.update({k: v for k, v in (ev.get("message") or {}).items() if k != "content"})
+            message.setdefault("content", [])
+        elif kind == "content_block_start":
+            index = ev.get("index", len(message["content"]))
+            while len(message["content"]) <= index:
+                message["content"].append({})
+            message["content"][index] = dict(ev.get("content_block") or {})
+        elif kind == "content_block_delta":
+            index = ev.get("index", 0)
+            if index >= len(message["content"]):
+                continue
+            block = message["content"][index]
+            delta = ev.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = block.get("text", "") + delta.get("text", "")
+            elif dtype == "input_json_delta":
+                partial[index] = partial.get(index, "") + delta.get("partial_json", "")
+            elif dtype == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+            elif dtype == "signature_delta":
+                block["signature"] = delta.get("signature", "")
+        elif kind == "content_block_stop":
+            index = ev.get("index", 0)
+            if index in partial and index < len(message["content"]):
+                parsed = _loads(partial.pop(index) or "{}")
+                message["content"][index]["input"] = parsed if parsed is not None else {}
+        elif kind == "message_delta":
+            message.update(ev.get("delta") or {})
+            if ev.get("usage"):
+                usage = dict(message.get("usage") or {})
+                usage.update({k: v for k, v in ev["usage"].items() if v is not None})
+                message["usage"] = usage
+        elif kind == "error":
+            message["error"] = ev.get("error", ev)
+    return message
+
+
+def usage_of(dialect: str, response: Any) -> tuple[dict[str, Any] | None, int | None, int | None]:
+    """``(usage, input_tokens, output_tokens)`` from a response object of ``dialect``."""
+    if not isinstance(response, dict):
+        return None, None, None
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None, None, None
+    if dialect == "anthropic":
+        inp = usage.get("input_tokens")
+        if isinstance(inp, int):
+            inp += int(usage.get("cache_read_input_tokens") or 0)
+            inp += int(usage.get("cache_creation_input_tokens") or 0)
+        return usage, inp, usage.get("output_tokens")
+    return usage, usage.get("prompt_tokens"), usage.get("completion_tokens")

@@ -1,0 +1,474 @@
+"""The recording relay: /v1/chat/completions, /v1/messages, count_tokens and /v1/models.
+
+Same dialect as the upstream: the body goes through untouched and the stream is relayed
+event by event as it arrives. Other dialect: translated both ways (translate_*.py). Every
+exchange that reaches the upstream gets a receipt (header + a final stream event) and a
+record. Upstream failures become clean errors in the caller's dialect: connection -> 502,
+timeout -> 504; provider errors keep their status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from reef_cli.core.errors import InvalidName, ReefError
+from reef_cli.core.names import is_kebab
+from reef_cli.core.records import new_receipt
+from reef_cli.server import receipts, sse, translate_request, translate_response
+from reef_cli.server.auth import Authenticator
+from reef_cli.server.config import ServeConfig
+from reef_cli.server.recorder import Exchange, Recorder
+from reef_cli.server.release_cache import ReleaseCache
+from reef_cli.server.translate_stream import AnthropicToOpenAI, OpenAIToAnthropic
+from reef_cli.server.upstream import Upstream
+
+log = logging.getLogger("reef.serve")
+JSON = "application/json"
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+MARKERS = {"openai": b"data: [DONE]", "anthropic": b"event: message_stop"}
+
+
+class BodyError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_response(
+    dialect: str, status: int, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    body = json.dumps(translate_response.error_body(dialect, status, message)).encode()
+    return Response(body, status, headers=headers, media_type=JSON)
+
+
+def error_event(dialect: str, status: int, message: str) -> bytes:
+    if dialect == "anthropic":
+        return sse.encode(translate_response.error_body(dialect, status, message), event="error")
+    return sse.encode(translate_response.error_body(dialect, status, message))
+
+
+class RecordedStream(StreamingResponse):
+    """A streaming response that always finishes its exchange, however the stream ends."""
+
+    def __init__(
+        self,
+        gen: AsyncIterator[bytes],
+        exchange: Exchange,
+        recorder: Recorder | None,
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(gen, media_type="text/event-stream", headers=headers)
+        self._gen = gen
+        self._exchange = exchange
+        self._recorder = recorder
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except (ClientDisconnect, OSError):
+            pass
+        finally:
+            ex = self._exchange
+            try:
+                await self._gen.aclose()  # type: ignore[attr-defined]
+            except BaseException:
+                pass
+            finally:
+                if ex.status is None:
+                    ex.status = 499
+                    ex.error = "client disconnected mid-stream"
+                if self._recorder is not None:
+                    self._recorder.submit(ex)
+
+
+class Proxy:
+    def __init__(
+        self,
+        config: ServeConfig,
+        upstream: Upstream,
+        auth: Authenticator,
+        recorder: Recorder | None,
+        releases: ReleaseCache,
+    ) -> None:
+        self.config = config
+        self.upstream = upstream
+        self.auth = auth
+        self.recorder = recorder
+        self.releases = releases
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(
+            limit=self.config.pool_size, keepalive_timeout=60, ttl_dns_cache=300
+        )
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.config.connect_timeout, sock_read=self.config.read_timeout
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, auto_decompress=True, trust_env=False
+        )
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("proxy not started")
+        return self._session
+
+    # ------------------------------------------------------------ common steps
+
+    async def _read_body(self, request: Request) -> bytes:
+        cap = self.config.max_body_bytes
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                raise BodyError(400, "content-length is not a number")
+            if int(length) > cap:
+                raise BodyError(413, f"request body is larger than the {cap}-byte limit")
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.config.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > cap:
+                        raise BodyError(413, f"request body is larger than the {cap}-byte limit")
+                    parts.append(chunk)
+        except TimeoutError as exc:
+            raise BodyError(408, "the request body took too long to arrive") from exc
+        return b"".join(parts)
+
+    async def _admit(
+        self, request: Request, dialect: str
+    ) -> tuple[str, bytes, dict[str, Any]] | Response:
+        """Auth, scenario, body checks. Returns (scenario, raw body, parsed body) or an error."""
+        headers = request.headers
+        grant = self.auth.grant(headers, allow_api_key=True)
+        if grant is None:
+            return error_response(
+                dialect,
+                401,
+                "missing or wrong Reef token: send `Authorization: Bearer <token>` "
+                "(or x-api-key); `reef token` prints it",
+            )
+        scenario = headers.get("x-reef-scenario") or self.config.default_scenario
+        if not is_kebab(scenario):
+            return error_response(
+                dialect, 400, "x-reef-scenario must be a kebab-case scenario name"
+            )
+        if not grant.allows(scenario):
+            return error_response(
+                dialect, 403, f"this token is not allowed for scenario {scenario!r}"
+            )
+        ctype = headers.get("content-type", "")
+        if ctype and "json" not in ctype.lower():
+            return error_response(
+                dialect, 415, f"content-type must be application/json, not {ctype!r}"
+            )
+        try:
+            raw = await self._read_body(request)
+        except BodyError as exc:
+            return error_response(dialect, exc.status, exc.message)
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return error_response(dialect, 400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return error_response(dialect, 400, "request body must be a JSON object")
+        return scenario, raw, body
+
+    async def _release(self, scenario: str, dialect: str) -> int | Response | None:
+        try:
+            return await self.releases.get(scenario)
+        except InvalidName as exc:
+            return error_response(dialect, 400, exc.one_line())
+        except ReefError as exc:
+            return error_response(dialect, 503, exc.one_line())
+
+    # ------------------------------------------------------------ inference
+
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._inference(request, "openai")
+
+    async def messages(self, request: Request) -> Response:
+        return await self._inference(request, "anthropic")
+
+    async def _inference(self, request: Request, dialect: str) -> Response:
+        started = time.perf_counter()
+        admitted = await self._admit(request, dialect)
+        if isinstance(admitted, Response):
+            return admitted
+        scenario, raw, body = admitted
+        release = await self._release(scenario, dialect)
+        if isinstance(release, Response):
+            return release
+        up = self.upstream
+        same = dialect == up.dialect
+        if same:
+            if up.model and body.get("model") != up.model:
+                payload = json.dumps({**body, "model": up.model}).encode()
+            else:
+                payload = raw
+        elif dialect == "anthropic":
+            payload = json.dumps(translate_request.anthropic_to_openai(body, up.model)).encode()
+        else:
+            payload = json.dumps(translate_request.openai_to_anthropic(body, up.model)).encode()
+        query = request.url.query if same and dialect == "anthropic" else ""
+        ex = Exchange(
+            id=new_receipt(),
+            scenario=scenario,
+            release_id=release,
+            client_dialect=dialect,
+            upstream_dialect=up.dialect,
+            request=raw,
+            session_header=request.headers.get("x-reef-session")
+            or request.headers.get("x-claude-code-session-id"),
+            started=started,
+        )
+        out_headers = receipts.headers(ex.id, release)
+        try:
+            resp = await self.session.post(
+                up.url(up.inference_path, query), data=payload, headers=up.headers(request.headers)
+            )
+        except TimeoutError:
+            return self._fail(ex, dialect, 504, "the upstream did not answer in time", out_headers)
+        except (aiohttp.ClientError, OSError) as exc:
+            return self._fail(
+                ex, dialect, 502, f"cannot reach the upstream: {_why(exc)}", out_headers
+            )
+
+        if resp.status < 400 and resp.content_type == "text/event-stream":
+            ex.stream = True
+            gen = (
+                self._relay(resp, ex, dialect) if same else self._translate(resp, ex, dialect, body)
+            )
+            return RecordedStream(gen, ex, self.recorder, {**out_headers, **SSE_HEADERS})
+        try:
+            data = await resp.read()
+        except TimeoutError:
+            resp.close()
+            return self._fail(ex, dialect, 504, "the upstream stalled while answering", out_headers)
+        except (aiohttp.ClientError, OSError) as exc:
+            resp.close()
+            return self._fail(
+                ex, dialect, 502, f"the upstream dropped the answer: {_why(exc)}", out_headers
+            )
+        finally:
+            resp.release()
+        status = resp.status
+        if status >= 400:
+            parsed = _maybe_json(data)
+            ex.error = translate_response.error_message(
+                parsed if parsed is not None else data.decode("utf-8", "replace")
+            )[0][:2000]
+            if not same or parsed is None:
+                data = json.dumps(
+                    translate_response.translate_error(
+                        dialect,
+                        status,
+                        parsed if parsed is not None else data.decode("utf-8", "replace"),
+                    )
+                ).encode()
+        elif not same:
+            parsed = _maybe_json(data)
+            if not isinstance(parsed, dict):
+                return self._fail(
+                    ex, dialect, 502, "the upstream sent a body that is not JSON", out_headers
+                )
+            converted = (
+                translate_response.openai_to_anthropic(parsed, body.get("model"))
+                if dialect == "anthropic"
+                else translate_response.anthropic_to_openai(parsed, body.get("model"))
+            )
+            data = json.dumps(converted).encode()
+        ex.status = status
+        ex.body = data
+        self._submit(ex)
+        return Response(data, status, headers=out_headers, media_type=JSON)
+
+    def _fail(
+        self, ex: Exchange, dialect: str, status: int, message: str, headers: dict[str, str]
+    ) -> Response:
+        ex.status = status
+        ex.error = message
+        ex.body = translate_response.error_body(dialect, status, message)
+        self._submit(ex)
+        return error_response(dialect, status, message, headers)
+
+    def _submit(self, ex: Exchange) -> None:
+        if self.recorder is not None:
+            self.recorder.submit(ex)
+
+    async def _relay(
+        self, resp: aiohttp.ClientResponse, ex: Exchange, dialect: str
+    ) -> AsyncIterator[bytes]:
+        """Same dialect: forward complete events as they arrive; receipt before the end."""
+        marker = MARKERS[dialect]
+        tail = receipts.receipt_event(dialect, ex.id, ex.release_id)
+        split = sse.Splitter()
+        done = False
+        try:
+            async for chunk in resp.content.iter_any():
+                if ex.first_chunk is None:
+                    ex.first_chunk = time.perf_counter()
+                out = split.feed(chunk)
+                if not out:
+                    continue
+                ex.chunks.append(out)
+                if tail:
+                    cut = out.find(marker)
+                    if cut >= 0:
+                        out = out[:cut] + tail + out[cut:]
+                        tail = b""
+                yield out
+            rest = split.rest()
+            if rest:
+                ex.chunks.append(rest)
+            done = True
+            ex.status = resp.status
+            self._submit(ex)  # queued before the client sees the end of the stream
+            yield rest + tail
+        except TimeoutError:
+            ex.status, ex.error = 504, "the upstream stalled mid-stream"
+            self._submit(ex)
+            yield error_event(dialect, 504, ex.error) + tail
+        except (aiohttp.ClientError, OSError) as exc:
+            ex.status, ex.error = 502, f"the upstream dropped the stream: {_why(exc)}"
+            self._submit(ex)
+            yield error_event(dialect, 502, ex.error) + tail
+        finally:
+            if done:
+                resp.release()
+            else:
+                resp.close()
+
+    async def _translate(
+        self, resp: aiohttp.ClientResponse, ex: Exchange, dialect: str, body: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
+        """Other dialect: parse upstream events, emit the caller's dialect."""
+        tr: OpenAIToAnthropic | AnthropicToOpenAI
+        if dialect == "anthropic":
+            tr = OpenAIToAnthropic(body.get("model"))
+        else:
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            tr = AnthropicToOpenAI(body.get("model"), include_usage=include)
+        tail = receipts.receipt_event(dialect, ex.id, ex.release_id)
+        parser = sse.Parser()
+        done = False
+        try:
+            async for chunk in resp.content.iter_any():
+                if ex.first_chunk is None:
+                    ex.first_chunk = time.perf_counter()
+                out = b"".join(tr.feed(ev, data) for ev, data in parser.feed(chunk))
+                if out:
+                    ex.chunks.append(out)
+                    yield out
+            out = b"".join(tr.feed(ev, data) for ev, data in parser.close())
+            out += tr.finish(tail)
+            ex.chunks.append(out)
+            done = True
+            ex.status = resp.status
+            self._submit(ex)
+            yield out
+        except TimeoutError:
+            ex.status, ex.error = 504, "the upstream stalled mid-stream"
+            out = tr.finish(complete=False) + error_event(dialect, 504, ex.error) + tail
+            ex.chunks.append(out)
+            self._submit(ex)
+            yield out
+        except (aiohttp.ClientError, OSError) as exc:
+            ex.status, ex.error = 502, f"the upstream dropped the stream: {_why(exc)}"
+            out = tr.finish(complete=False) + error_event(dialect, 502, ex.error) + tail
+            ex.chunks.append(out)
+            self._submit(ex)
+            yield out
+        finally:
+            if done:
+                resp.release()
+            else:
+                resp.close()
+
+    # ------------------------------------------------------------ count_tokens, models
+
+    async def count_tokens(self, request: Request) -> Response:
+        admitted = await self._admit(request, "anthropic")
+        if isinstance(admitted, Response):
+            return admitted
+        _scenario, raw, body = admitted
+        up = self.upstream
+        if up.dialect == "anthropic":
+            payload = json.dumps({**body, "model": up.model}).encode() if up.model else raw
+            try:
+                async with self.session.post(
+                    up.url("/v1/messages/count_tokens", request.url.query),
+                    data=payload,
+                    headers=up.headers(request.headers),
+                ) as resp:
+                    data = await resp.read()
+                    return Response(data, resp.status, media_type=JSON)
+            except TimeoutError:
+                return error_response("anthropic", 504, "the upstream did not answer in time")
+            except (aiohttp.ClientError, OSError) as exc:
+                return error_response("anthropic", 502, f"cannot reach the upstream: {_why(exc)}")
+        # An OpenAI-dialect upstream has no token counter: estimate (~4 characters a token).
+        text = json.dumps([body.get("system"), body.get("messages"), body.get("tools")])
+        return Response(json.dumps({"input_tokens": max(1, len(text) // 4)}), media_type=JSON)
+
+    async def models(self, request: Request) -> Response:
+        dialect = "anthropic" if "anthropic-version" in request.headers else "openai"
+        grant = self.auth.grant(request.headers, allow_api_key=True)
+        if grant is None:
+            return error_response(dialect, 401, "missing or wrong Reef token (`reef token`)")
+        up = self.upstream
+        body: dict[str, Any] | None = None
+        status = 200
+        try:
+            async with self.session.get(
+                up.url("/v1/models"), headers=up.headers(request.headers)
+            ) as resp:
+                status = resp.status
+                parsed = _maybe_json(await resp.read())
+                body = parsed if isinstance(parsed, dict) else None
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            if not up.model:
+                return error_response(dialect, 502, f"cannot list upstream models: {_why(exc)}")
+        if body is None or status >= 400:
+            if up.model:
+                body = {"object": "list", "data": [{"id": up.model, "object": "model"}]}
+                if up.dialect == "anthropic":
+                    body = translate_response.models_to_anthropic(body)
+            else:
+                return error_response(dialect, 502, f"the upstream answered {status} to /v1/models")
+        if up.dialect != dialect:
+            body = (
+                translate_response.models_to_anthropic(body)
+                if dialect == "anthropic"
+                else translate_response.models_to_openai(body)
+            )
+        return Response(json.dumps(body), media_type=JSON)
+
+
+def _maybe_json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:300]

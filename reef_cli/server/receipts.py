@@ -1,0 +1,38 @@
+"""The receipt as a final stream event, shaped so official SDKs pass over it.
+
+- OpenAI: a ``chat.completion.chunk`` with ``choices: []`` (like the usage chunk that
+  ``stream_options.include_usage`` produces) carrying a ``reef`` object.
+- Anthropic: a ``ping`` event (SDKs skip pings) carrying a ``reef`` object.
+"""
+
+from __future__ import annotations
+
+import time
+
+from reef_cli.server import sse
+
+RECORD_HEADER = "x-reef-agent-record-id"
+RELEASE_HEADER = "x-reef-release-id"
+
+
+def receipt_event(dialect: str, record_id: str, release_id: int | None) -> bytes:
+    reef = {"record_id": record_id, "release_id": release_id}
+    if dialect == "anthropic":
+        return sse.encode({"type": "ping", "reef": reef}, event="ping")
+    return sse.encode(
+        {
+            "id": record_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": "reef",
+            "choices": [],
+            "reef": reef,
+        }
+    )
+
+
+def headers(record_id: str, release_id: int | None) -> dict[str, str]:
+    return {
+        RECORD_HEADER: record_id,
+        RELEASE_HEADER: "" if release_id is None else str(release_id),
+    }

@@ -1,0 +1,63 @@
+"""Start `reef serve`: resolve tokens, refuse unsafe binds, run uvicorn."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from reef_cli.core import tokens
+from reef_cli.core.errors import ServeError
+from reef_cli.server.config import ServeConfig
+
+
+def token_set(config: ServeConfig) -> tokens.TokenSet | None:
+    """The tokens to accept; ``None`` for an open server (loopback only)."""
+    if config.open:
+        if not config.is_loopback():
+            raise ServeError(
+                f"refusing to serve {config.host} without a token: only loopback binds may be open",
+                "drop --open (clients then send the token from `reef token`), or bind 127.0.0.1",
+            )
+        return None
+    main = tokens.main_token(create=True)
+    if not main:
+        raise ServeError("no token available", "set REEF_TOKEN or check the state dir")
+    return tokens.TokenSet(main, tokens.list_scoped())
+
+
+def serve(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
+    import sys
+
+    import uvicorn
+
+    # The recorder thread parses and inserts while the event loop relays; a short GIL
+    # switch interval keeps it from holding up a response for the default 5 ms.
+    sys.setswitchinterval(0.0002)
+
+    from reef_cli.server.app import create_app
+
+    accepted = token_set(config)
+    app = create_app(config, tokens=accepted)
+    upstream = app.state.upstream
+    auth = (
+        "open (loopback, no token)" if accepted is None else "bearer token (`reef token` prints it)"
+    )
+    announce(
+        f"reef serve: http://{config.host}:{config.port} -> {upstream.base} "
+        f"({upstream.dialect}); auth: {auth}; recording: {'on' if config.record else 'off'}"
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        uvicorn.run(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="info",
+            access_log=config.access_log,
+            timeout_keep_alive=30,
+            h11_max_incomplete_event_size=64 * 1024,
+        )
+    except OSError as exc:
+        raise ServeError(
+            f"cannot bind {config.host}:{config.port}: {exc.strerror}", "pick another --port"
+        ) from exc

@@ -1,0 +1,84 @@
+"""Server-sent events: encode one event, split a byte stream at event boundaries, parse."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+
+def encode(data: Any, event: str | None = None) -> bytes:
+    """One SSE event; ``data`` is JSON-encoded unless it is already ``str``."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n".encode()
+
+
+def _boundary(buf: bytes | bytearray) -> int:
+    """Index just past the last complete event in ``buf`` (0 if none)."""
+    best = 0
+    for sep in (b"\n\n", b"\r\n\r\n", b"\r\r"):
+        i = buf.rfind(sep)
+        if i >= 0:
+            best = max(best, i + len(sep))
+    return best
+
+
+class Splitter:
+    """Feed raw chunks; get back the bytes that form complete events (partial ones wait)."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not self._pending:
+            cut = _boundary(chunk)
+            if cut == len(chunk):
+                return chunk  # the common case: whole events, no copy
+            self._pending += chunk[cut:]
+            return chunk[:cut]
+        self._pending += chunk
+        cut = _boundary(self._pending)
+        out = bytes(self._pending[:cut])
+        del self._pending[:cut]
+        return out
+
+    def rest(self) -> bytes:
+        out = bytes(self._pending)
+        self._pending.clear()
+        return out
+
+
+def iter_events(raw: bytes | str) -> Iterator[tuple[str | None, str]]:
+    """Parse a whole SSE text into ``(event, data)`` pairs (comments and ids ignored)."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for block in text.split("\n\n"):
+        event: str | None = None
+        data: list[str] = []
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+        if data or event:
+            yield event, "\n".join(data)
+
+
+class Parser:
+    """Incremental SSE parser: feed chunks, get ``(event, data)`` pairs as events complete."""
+
+    def __init__(self) -> None:
+        self._split = Splitter()
+
+    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        whole = self._split.feed(chunk)
+        return list(iter_events(whole)) if whole else []
+
+    def close(self) -> list[tuple[str | None, str]]:
+        rest = self._split.rest()
+        return list(iter_events(rest)) if rest.strip() else []

@@ -1,0 +1,54 @@
+"""Run an ASGI app on a real uvicorn server in a background thread (trial proxies, tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+
+class ServerThread:
+    """``with ServerThread(app) as srv: srv.url`` — a live server on a free loopback port."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", **uvicorn_options: Any) -> None:
+        import uvicorn
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.host, self.port = self.sock.getsockname()[:2]
+        options: dict[str, Any] = {
+            "log_level": "warning", "access_log": False, "lifespan": "on", **uvicorn_options
+        }
+        self.config = uvicorn.Config(app, **options)
+        self.server = uvicorn.Server(self.config)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _run(self) -> None:
+        asyncio.run(self.server.serve(sockets=[self.sock]))
+
+    def start(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("server thread did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,46 @@
+"""The upstream: where requests go, in which dialect, with which key and headers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reef_cli.server.config import ServeConfig
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    base: str
+    dialect: str
+    model: str | None
+    key: str | None
+
+    @classmethod
+    def from_config(cls, config: ServeConfig) -> Upstream:
+        return cls(
+            config.upstream_base(), config.dialect, config.upstream_model, config.upstream_key()
+        )
+
+    @property
+    def inference_path(self) -> str:
+        return "/v1/messages" if self.dialect == "anthropic" else "/v1/chat/completions"
+
+    def url(self, path: str, query: str = "") -> str:
+        return self.base + path + (f"?{query}" if query else "")
+
+    def headers(self, client: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Headers for an upstream call; the client's own credentials never travel on."""
+        out = {"content-type": "application/json", "accept-encoding": "identity"}
+        if self.dialect == "anthropic":
+            version = client.get("anthropic-version") if client else None
+            out["anthropic-version"] = version or ANTHROPIC_VERSION
+            beta = client.get("anthropic-beta") if client else None
+            if beta:
+                out["anthropic-beta"] = beta
+            if self.key:
+                out["x-api-key"] = self.key
+        elif self.key:
+            out["authorization"] = f"Bearer {self.key}"
+        return out

@@ -1,0 +1,115 @@
+"""The Reef API over HTTP: reports, scenarios, releases, rollback/promote, harness, health."""
+
+from __future__ import annotations
+
+import httpx
+
+from reef_cli.core import scenarios
+from reef_cli.server.receipts import RECORD_HEADER
+from tests.server.conftest import LIMITED, TOKEN
+
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _receipt(stack, scenario="default"):
+    r = httpx.post(
+        stack.url + "/v1/chat/completions", json=CHAT, headers={**AUTH, "x-reef-scenario": scenario}
+    )
+    assert r.status_code == 200
+    return r.headers[RECORD_HEADER]
+
+
+def test_reports(make_stack):
+    stack = make_stack("openai")
+    url = stack.url + "/reef/report"
+    rec = _receipt(stack)  # reported at once: the server flushes pending records first
+    r = httpx.post(
+        url, json={"score": 0.5, "feedback": "ok", "references": [rec], "id": "r-1"}, headers=AUTH
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["scenario"] == "default" and r.json()["references"] == [rec]
+    again = httpx.post(
+        url, json={"score": 0.5, "feedback": "ok", "references": [rec], "id": "r-1"}, headers=AUTH
+    )
+    assert again.status_code == 200 and again.json()["id"] == "r-1"
+    clash = httpx.post(url, json={"score": 0.9, "references": [rec], "id": "r-1"}, headers=AUTH)
+    assert clash.status_code == 409
+
+    def bad(body, field, raw=None):
+        kw = (
+            {"content": raw, "headers": {**AUTH, "content-type": "application/json"}}
+            if raw
+            else {"json": body, "headers": AUTH}
+        )
+        r = httpx.post(url, **kw)
+        assert r.status_code == 400, (body, r.text)
+        assert field in r.json()["error"]["message"], r.json()
+        return r
+
+    bad({"score": True, "references": [rec]}, "score")
+    bad(None, "score", raw=b'{"score": NaN, "references": []}')
+    bad(None, "score", raw=b'{"score": Infinity}')
+    bad({"score": "1", "references": [rec]}, "score")
+    bad({"score": 1, "references": ["nope"]}, "references")
+    bad({"score": 1, "references": ["rec_" + "0" * 24]}, "references")
+    bad({"score": 1, "references": [rec], "surprise": 1}, "surprise")
+    bad({"feedback": "x" * 70000, "references": [rec]}, "feedback")
+    bad({"references": [rec]}, "score")
+    bad(None, "body", raw=b"{broken")
+    other = _receipt(stack, "other-team")
+    r = httpx.post(url, json={"score": 1, "references": [rec, other]}, headers=AUTH)
+    assert r.status_code == 400 and "references" in r.json()["error"]["message"]
+    r = httpx.post(
+        url,
+        json={"score": 1, "references": [other]},
+        headers={**AUTH, "x-reef-scenario": "default"},
+    )
+    assert r.status_code == 400
+    limited = {"authorization": f"Bearer {LIMITED}"}
+    assert (
+        httpx.post(url, json={"score": 1, "references": [rec]}, headers=limited).status_code == 403
+    )
+    team = _receipt(stack, "team-a")
+    r = httpx.post(url, json={"score": 2, "references": [team]}, headers=limited)
+    assert r.status_code == 201 and r.json()["scenario"] == "team-a"
+
+
+def test_scenarios_releases_rollback_promote_harness(make_stack):
+    stack = make_stack("openai")
+    base = stack.url
+    assert httpx.get(base + "/healthz").json()["status"] == "ok"
+    assert "/reef/report" in httpx.get(base + "/openapi.json").json()["paths"]
+    r = httpx.post(base + "/reef/scenarios", json={"name": "web", "description": "d"}, headers=AUTH)
+    assert r.status_code == 201 and r.json()["name"] == "web"
+    assert (
+        httpx.post(base + "/reef/scenarios", json={"name": "web"}, headers=AUTH).status_code == 409
+    )
+    assert (
+        httpx.post(base + "/reef/scenarios", json={"name": "Bad Name"}, headers=AUTH).status_code
+        == 400
+    )
+    assert [s["name"] for s in httpx.get(base + "/reef/scenarios", headers=AUTH).json()] == ["web"]
+    assert httpx.get(base + "/reef/scenarios/nope/releases", headers=AUTH).status_code == 404
+    chain = scenarios.get("web").chain()
+    chain.publish({"rules/a.md": "one\n"})
+    chain.publish({"rules/a.md": "two\n"})
+    rels = httpx.get(base + "/reef/scenarios/web/releases", headers=AUTH).json()
+    assert [r["number"] for r in rels] == [1, 2]
+    h = httpx.get(base + "/reef/harness", params={"scenario": "web"}, headers=AUTH).json()
+    assert h["release"]["number"] == 2 and h["files"] == {"rules/a.md": "two\n"}
+    r = httpx.post(base + "/reef/scenarios/web/rollback", json={}, headers=AUTH)
+    assert r.status_code == 201 and r.json()["number"] == 3 and r.json()["points_to"] == 1
+    h = httpx.get(
+        base + "/reef/harness", params={"scenario": "web", "release": "served"}, headers=AUTH
+    ).json()
+    assert h["files"] == {"rules/a.md": "one\n"}
+    r = httpx.post(base + "/reef/scenarios/web/promote", json={"release": 2}, headers=AUTH)
+    assert r.status_code == 201 and r.json()["number"] == 4 and r.json()["source"] == "promote"
+    assert (
+        httpx.post(base + "/reef/scenarios/web/rollback", json={"to": 99}, headers=AUTH).status_code
+        == 404
+    )
+    r = httpx.get(base + "/reef/harness", params={"scenario": "web", "release": "r9"}, headers=AUTH)
+    assert r.status_code == 404 and "r9" in r.json()["error"]["message"]
+    assert httpx.get(base + "/reef/harness", params={"scenario": "web"}).status_code == 401
