@@ -60,6 +60,8 @@ def pi_trial(
     timeout = TRIAL_TIMEOUT if remaining is None else max(30.0, min(TRIAL_TIMEOUT, remaining))
     with trial_proxy(model, scenario) as proxy:
         result = run_pi_trial(candidate, scenario, proxy, timeout=timeout)
+    # The agent's own model calls count against the job's budget too.
+    budget.charge(tokens=result.evidence.get("tokens", 0), calls=result.evidence["requests"])
     return result.check, result.evidence
 
 

@@ -155,6 +155,7 @@ def run_pi_trial(
         "session_id": session,
         "receipts": [r.id for r in records],
         "requests": len(records),
+        "tokens": sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in records),
         "loaded": not missing and bool(records),
         "answer_excerpt": excerpt,
     }

@@ -110,15 +110,31 @@ def _keywords(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
+_SAYS_KIND = (
+    ("command", re.compile(r"\b(?:slash command|a command|when I (?:type|say) /)", re.I)),
+    ("skill", re.compile(r"\b(?:a skill|skill for|procedure|step[- ]by[- ]step)\b", re.I)),
+    ("rule", re.compile(r"^\s*(?:always|never|when(?:ever)?|before|after|don'?t|do not)\b", re.I)),
+)
+
+
+def kind_named_by(ask: str) -> str | None:
+    """The kind the person's own words ask for, if they are clear about it."""
+    for kind, pattern in _SAYS_KIND:
+        if pattern.search(ask):
+            return kind
+    return None
+
+
 def normalise(draft: Draft, ask: str) -> Draft:
-    """Keep the draft on the ask: kebab name, bounded body, the ask inside the body."""
+    """Keep the draft on the ask: the kind the person named, a kebab name, a bounded body,
+    and the ask itself in the body when the model's text lost it."""
     name = re.sub(r"[^a-z0-9]+", "-", draft.name.lower()).strip("-")[:MAX_NAME] or "reef-change"
     body = draft.body.strip()
-    kind = draft.kind
+    kind = kind_named_by(ask) or draft.kind
     if kind == "extension" and "export default" not in body:
         kind = "rule"  # an "extension" without code is an instruction
     wanted = _keywords(ask)
-    if wanted and len(wanted & _keywords(body)) < max(1, len(wanted) // 2):
+    if wanted and len(wanted & _keywords(body)) < 0.6 * len(wanted):
         body = f"{ask.strip().rstrip('.')}.\n\n{body}"
     return draft.model_copy(
         update={"kind": kind, "name": name, "body": body[: MAX_BODY + len(ask) + 4]}

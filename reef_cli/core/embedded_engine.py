@@ -17,6 +17,8 @@ _lock = threading.Lock()
 _model: Any = None
 
 CONTEXT_TOKENS = 4096
+# A 135M model loops on its own phrases without a firm penalty.
+REPEAT_PENALTY = 1.3
 
 
 def load() -> Any:
@@ -56,6 +58,7 @@ def chat(
         "max_tokens": max_tokens,
         "temperature": temperature,
         "stop": stop,
+        "repeat_penalty": REPEAT_PENALTY,
     }
     if schema is not None:
         kwargs["response_format"] = {"type": "json_object", "schema": schema}
@@ -78,5 +81,6 @@ def chat_stream(
             max_tokens=max_tokens,
             temperature=temperature,
             stop=stop,
+            repeat_penalty=REPEAT_PENALTY,
             stream=True,
         )

@@ -171,19 +171,26 @@ class ModelClient:
     ) -> T:
         """JSON that validates against ``model_cls``; retried with the error as feedback."""
         schema = model_cls.model_json_schema()
+        # llama.cpp unrolls length bounds into grammar repetitions and refuses long ones;
+        # max_tokens bounds the output instead, and long strings are cut to fit below.
+        wire_schema = _without_long_bounds(schema) if self.embedded else schema
         conversation = list(messages)
         problem = "no answer"
         for _ in range(attempts):
             completion = self.chat(
-                conversation, max_tokens=max_tokens, temperature=temperature, schema=schema
+                conversation, max_tokens=max_tokens, temperature=temperature, schema=wire_schema
             )
-            text = _json_part(completion.text)
             try:
-                return model_cls.model_validate_json(text)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                where = ".".join(str(p) for p in err["loc"]) or "the answer"
-                problem = f"{where}: {err['msg']}"
+                data = json.loads(_json_part(completion.text))
+            except ValueError:
+                problem = "the answer is not JSON"
+            else:
+                try:
+                    return model_cls.model_validate(_cut_to_bounds(data, schema))
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    where = ".".join(str(p) for p in err["loc"]) or "the answer"
+                    problem = f"{where}: {err['msg']}"
             conversation = [
                 *messages,
                 {"role": "assistant", "content": completion.text[:2000]},
@@ -197,6 +204,32 @@ class ModelClient:
             f"model {self.describe()} gave no valid answer in {attempts} tries ({problem})",
             "try again, or use a stronger model: reef config set model …",
         )
+
+
+def _without_long_bounds(schema: Any, limit: int = 64) -> Any:
+    """``schema`` without string length bounds above ``limit`` (grammar-friendly)."""
+    if isinstance(schema, dict):
+        return {
+            key: _without_long_bounds(value, limit)
+            for key, value in schema.items()
+            if not (key in ("maxLength", "minLength") and isinstance(value, int) and value > limit)
+        }
+    if isinstance(schema, list):
+        return [_without_long_bounds(item, limit) for item in schema]
+    return schema
+
+
+def _cut_to_bounds(data: Any, schema: dict[str, Any]) -> Any:
+    """Cut top-level strings to their ``maxLength`` (a model's overlong prose is still usable)."""
+    if not isinstance(data, dict):
+        return data
+    properties = schema.get("properties", {})
+    out = dict(data)
+    for key, value in data.items():
+        bound = properties.get(key, {}).get("maxLength")
+        if isinstance(value, str) and isinstance(bound, int) and len(value) > bound:
+            out[key] = value[:bound]
+    return out
 
 
 def _json_part(text: str) -> str:

@@ -74,3 +74,13 @@ def test_apply_produces_a_valid_tree(kind: str) -> None:
     assert change.path in files and change.summary.startswith("added")
     assert static_checks(files).verdict == "passed"
     assert "failing-test-first" in str(tree.summary())
+
+
+def test_the_kind_the_person_names_wins() -> None:
+    draft = Draft(kind="command", name="report-bug-fail", description="Report a failing test.",
+                  body="Report a failing test.", why="The developer wants to know.")
+    fixed = normalise(draft, ASK)
+    assert fixed.kind == "rule"
+    assert fixed.body.startswith(ASK)
+    skill = normalise(draft, "add a skill for writing release notes step by step")
+    assert skill.kind == "skill"
