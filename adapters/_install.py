@@ -44,3 +44,53 @@ def uninstall(adapter_name: str, target: Path | None = None) -> Path:
     adapter.uninstall(where)
     installs.forget(adapter.name, where)
     return where
+
+
+def install_remote(
+    adapter_name: str,
+    scenario_name: str,
+    server: str,
+    token: str,
+    spec: str = "served",
+    target: Path | None = None,
+) -> tuple[ReleaseToInstall, Path]:
+    """Install a release fetched from a remote `reef serve` (no local chain needed)."""
+    import httpx
+
+    from reef_cli.core.errors import ServeError
+
+    try:
+        response = httpx.get(
+            f"{server.rstrip('/')}/reef/harness",
+            params={"scenario": scenario_name, "release": spec},
+            headers={"authorization": f"Bearer {token}"},
+            timeout=30.0,
+        )
+    except httpx.HTTPError as exc:
+        raise ServeError(
+            f"cannot reach {server}: {type(exc).__name__}",
+            "check the URL and that `reef serve` runs there",
+        ) from exc
+    if response.status_code != 200:
+        try:
+            message = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:200]
+        raise ServeError(
+            f"{server} answered {response.status_code}: {message}",
+            "check REEF_TOKEN and the scenario name",
+        )
+    data = response.json()
+    meta = data["release"]
+    release = ReleaseToInstall(
+        scenario=scenario_name,
+        number=int(meta["number"]),
+        files=dict(data["files"]),
+        content_hash=str(meta["content_hash"]),
+        latest=int(meta["number"]),
+    )
+    adapter = get(adapter_name)
+    where = target or adapter.default_target()
+    adapter.install(release, where, Routing(base_url=server.rstrip("/"), scenario=scenario_name))
+    installs.record(scenario_name, adapter.name, where, release.number, release.content_hash)
+    return release, where

@@ -1,7 +1,8 @@
 """The engine every recipe runs under: propose -> gate -> trial -> evaluate -> publish.
 
 A job ends in one of: ``published`` (or ``pending`` when the change is extension code),
-``rejected`` (the gate or the trial said no; nothing published), ``stopped`` (a budget
+``rejected`` (the gate, the trial or the evaluation said no), ``invalid`` (the evaluation
+could not be trusted: an evaluator or model outage is never a win), ``stopped`` (a budget
 ran out) or ``failed`` (the model or the sandbox could not do the work). Whatever the
 end, the chain holds either one complete new release or nothing new.
 """
@@ -9,12 +10,13 @@ end, the chain holds either one complete new release or nothing new.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from recipes.base import Candidate, Context, Progress, Recipe, no_progress
+from recipes.tasks import Task, TaskSet
 from reef_cli.core import scenarios
-from reef_cli.core.budget import Budget
 from reef_cli.core.errors import BudgetExceeded, ReefError
 from reef_cli.core.gate import Check, static_checks
 from reef_cli.core.llm import ModelClient
@@ -48,21 +50,62 @@ def recipe_named(name: str) -> Recipe:
     raise ReefError(f"unknown recipe {name!r}", "available: reefine")
 
 
-Trial = Callable[[Candidate, str, ModelClient, Budget], tuple[Check, dict[str, Any]]]
+class Runner(Protocol):
+    """Runs the agent for the gate: a candidate's trial, and one task on one tree."""
+
+    def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]: ...
+
+    def score(self, files: dict[str, str], task: Task) -> float | None: ...
 
 
-def pi_trial(
-    candidate: Candidate, scenario: str, model: ModelClient, budget: Budget
-) -> tuple[Check, dict[str, Any]]:
-    from recipes.trial import TRIAL_TIMEOUT, run_pi_trial, trial_proxy
+class PiRunner:
+    """The real agent: pi in the sandbox, through a private recording proxy to the model.
+    Every model call the agent makes is charged to the job's budget."""
 
-    remaining = budget.remaining_seconds()
-    timeout = TRIAL_TIMEOUT if remaining is None else max(30.0, min(TRIAL_TIMEOUT, remaining))
-    with trial_proxy(model, scenario) as proxy:
-        result = run_pi_trial(candidate, scenario, proxy, timeout=timeout)
-    # The agent's own model calls count against the job's budget too.
-    budget.charge(tokens=result.evidence.get("tokens", 0), calls=result.evidence["requests"])
-    return result.check, result.evidence
+    def __init__(self, scenario: str, model: ModelClient) -> None:
+        self.scenario = scenario
+        self.model = model
+        self._stack = ExitStack()
+        self.proxy: Any = None
+
+    def __enter__(self) -> PiRunner:
+        from recipes.trial import trial_proxy
+
+        self.proxy = self._stack.enter_context(trial_proxy(self.model, self.scenario))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _timeout(self) -> float:
+        from recipes.trial import TRIAL_TIMEOUT
+
+        remaining = self.model.budget.remaining_seconds()
+        return TRIAL_TIMEOUT if remaining is None else max(30.0, min(TRIAL_TIMEOUT, remaining))
+
+    def _charge(self, records: list[Any]) -> None:
+        tokens = sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in records)
+        self.model.budget.charge(tokens=tokens, calls=len(records))
+
+    def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]:
+        from recipes.trial import run_pi_trial
+
+        result = run_pi_trial(candidate, self.scenario, self.proxy, timeout=self._timeout())
+        self.model.budget.charge(
+            tokens=result.evidence.get("tokens", 0), calls=result.evidence["requests"]
+        )
+        return result.check, result.evidence
+
+    def score(self, files: dict[str, str], task: Task) -> float | None:
+        from recipes.tasks import score_answer
+        from recipes.trial import run_pi
+
+        self.model.budget.check_time()
+        run = run_pi(files, task.prompt, self.scenario, self.proxy, self._timeout())
+        self._charge(run.records)
+        if not run.ok or not run.records:
+            return None
+        return score_answer(run.stdout, task)
 
 
 def run(
@@ -74,8 +117,10 @@ def run(
     interactive: bool = False,
     clarify: Callable[[str], str] | None = None,
     progress: Progress = no_progress,
-    trial: Trial | None = pi_trial,
+    runner: Runner | None = None,
+    tasks: TaskSet | None = None,
 ) -> Outcome:
+    """Run ``recipe`` and gate its candidate; ``runner=None`` skips trial and evaluation."""
     budget = model.budget
     scenario = scenarios.get(scenario_name)
     chain = scenario.chain()
@@ -97,7 +142,7 @@ def run(
         candidates = recipe.propose(ctx)
         if not candidates:
             return Outcome("rejected", "the recipe proposed no change")
-        return _judge(scenario_name, recipe, candidates[0], model, budget, progress, trial)
+        return _judge(scenario_name, recipe, candidates[0], ctx, runner, tasks)
     except BudgetExceeded as exc:
         return Outcome("stopped", exc.one_line(), evidence={"budget": budget.to_json()})
     except ReefError as exc:
@@ -109,11 +154,11 @@ def _judge(
     scenario: str,
     recipe: Recipe,
     candidate: Candidate,
-    model: ModelClient,
-    budget: Budget,
-    progress: Progress,
-    trial: Trial | None,
+    ctx: Context,
+    runner: Runner | None,
+    tasks: TaskSet | None,
 ) -> Outcome:
+    progress, budget, model = ctx.progress, ctx.budget, ctx.model
     progress("gate: validating the tree and scanning for secrets", 0.35)
     verdict = static_checks(candidate.files)
     if not verdict.passed:
@@ -124,9 +169,9 @@ def _judge(
         "changes": [change.__dict__ for change in candidate.changes],
         "model": model.describe(),
     }
-    if trial is not None:
-        progress("trial: running the agent with the change, in the sandbox", 0.5)
-        check, trial_evidence = trial(candidate, scenario, model, budget)
+    if runner is not None:
+        progress("trial: running the agent with the change, in the sandbox", 0.45)
+        check, trial_evidence = runner.trial(candidate)
         budget.check_time()
         checks.append(check)
         evidence["trial"] = trial_evidence
@@ -137,6 +182,20 @@ def _judge(
                 verdict={"checks": [check.to_json()]},
                 evidence=evidence,
             )
+        if tasks is not None:
+            from recipes.tasks import evaluate
+
+            result = evaluate(candidate.files, ctx.incumbent, tasks, runner.score, progress)
+            checks.append(result.as_check())
+            evidence["evaluation"] = result.to_json()
+            if result.status != "passed":
+                state = "invalid" if result.status == "invalid" else "rejected"
+                return Outcome(
+                    state,
+                    f"evaluation {result.status}: {result.reason}",
+                    verdict={"checks": [c.to_json() for c in checks]},
+                    evidence=evidence,
+                )
     evidence["budget"] = budget.to_json()
     checks.append(
         Check("budget", "passed", f"{budget.calls} model call(s), {budget.tokens} tokens")

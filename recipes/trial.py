@@ -92,17 +92,33 @@ def _tools_root() -> Path:
     return tools.tools_bin().parent
 
 
-def run_pi_trial(
-    candidate: Candidate, scenario: str, proxy: Proxy, timeout: float = TRIAL_TIMEOUT
-) -> TrialResult:
-    """Install ``candidate`` into a fresh pi agent dir and run ``pi -p PROBE`` sandboxed."""
+@dataclass
+class PiRun:
+    """One sandboxed `pi -p` run and the records its requests left."""
+
+    returncode: int
+    timed_out: bool
+    stdout: str
+    stderr: str
+    mode: str
+    seconds: float
+    session: str
+    records: list[Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def run_pi(
+    files: dict[str, str], prompt: str, scenario: str, proxy: Proxy, timeout: float
+) -> PiRun:
+    """Install ``files`` into a fresh pi agent dir and run ``pi -p PROMPT`` sandboxed."""
     import sandbox
     from adapters.base import ReleaseToInstall, Routing
     from adapters.pi import PiAdapter
-    from reef_cli.core.secrets import scan_text
     from reef_cli.core.tree import content_hash
 
-    probe = candidate.probe or "Say in one sentence how you will work on this project."
     work = Path(tempfile.mkdtemp(prefix="reef-trial-"))
     session = f"trial-{uuid.uuid4().hex[:12]}"
     try:
@@ -110,11 +126,9 @@ def run_pi_trial(
         (work / "README.md").write_text("# demo project\n\nA tiny project for a Reef trial.\n")
         adapter = PiAdapter(models=[proxy.model], discover_models=False)
         routing = Routing(base_url=proxy.url, scenario=scenario)
-        release = ReleaseToInstall(
-            scenario, 0, dict(candidate.files), content_hash(candidate.files)
-        )
+        release = ReleaseToInstall(scenario, 0, dict(files), content_hash(files))
         adapter.install(release, agent_dir, routing)
-        argv, extra = adapter.wrapper(agent_dir, routing, ["-p", probe])
+        argv, extra = adapter.wrapper(agent_dir, routing, ["-p", prompt])
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -139,29 +153,50 @@ def run_pi_trial(
         records = proxy.records(session)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return PiRun(
+        result.returncode,
+        result.timed_out,
+        result.stdout,
+        result.stderr,
+        result.mode,
+        seconds,
+        session,
+        records,
+    )
+
+
+def run_pi_trial(
+    candidate: Candidate, scenario: str, proxy: Proxy, timeout: float = TRIAL_TIMEOUT
+) -> TrialResult:
+    """The trial: the agent ran with the candidate, and the change reached the model."""
+    from reef_cli.core.secrets import scan_text
+
+    probe = candidate.probe or "Say in one sentence how you will work on this project."
+    run = run_pi(candidate.files, probe, scenario, proxy, timeout)
+    records = run.records
     requests = [json.dumps(r.request, ensure_ascii=False) for r in records]
     missing = [text for text in candidate.expect_in_request if not any(text in q for q in requests)]
-    answer = result.stdout.strip()
+    answer = run.stdout.strip()
     excerpt = answer[:EXCERPT]
     if scan_text("stdout", excerpt):
         excerpt = "[withheld: the answer looked like it held a secret]"
     evidence = {
         "agent": "pi",
         "probe": probe,
-        "sandbox": result.mode,
-        "returncode": result.returncode,
-        "timed_out": result.timed_out,
-        "seconds": seconds,
-        "session_id": session,
+        "sandbox": run.mode,
+        "returncode": run.returncode,
+        "timed_out": run.timed_out,
+        "seconds": run.seconds,
+        "session_id": run.session,
         "receipts": [r.id for r in records],
         "requests": len(records),
         "tokens": sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in records),
         "loaded": not missing and bool(records),
         "answer_excerpt": excerpt,
     }
-    if result.returncode != 0 or result.timed_out:
-        why = "timed out" if result.timed_out else f"exited {result.returncode}"
-        tail = result.stderr.strip().splitlines()[-1:] or [""]
+    if not run.ok:
+        why = "timed out" if run.timed_out else f"exited {run.returncode}"
+        tail = run.stderr.strip().splitlines()[-1:] or [""]
         evidence["stderr_tail"] = tail[0][:300]
         return TrialResult(Check("trial", "failed", f"pi {why} in the sandbox"), evidence)
     if not records:
@@ -177,8 +212,21 @@ def run_pi_trial(
         Check(
             "trial",
             "passed",
-            f"pi loaded the change and answered ({len(records)} request(s), {seconds}s, "
-            f"sandbox {result.mode})",
+            f"pi loaded the change and answered ({len(records)} request(s), {run.seconds}s, "
+            f"sandbox {run.mode})",
         ),
         evidence,
     )
+
+
+def pi_evaluator(scenario: str, proxy: Proxy, timeout: float = TRIAL_TIMEOUT) -> Any:
+    """An evaluator for ``recipes.tasks``: pi answers the task; a failed run scores None."""
+    from recipes.tasks import Task, score_answer
+
+    def evaluate(files: dict[str, str], task: Task) -> float | None:
+        run = run_pi(files, task.prompt, scenario, proxy, timeout)
+        if not run.ok or not run.records:
+            return None
+        return score_answer(run.stdout, task)
+
+    return evaluate

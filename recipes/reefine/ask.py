@@ -5,15 +5,11 @@ from __future__ import annotations
 import re
 
 from reef_cli.core import policy
-from reef_cli.core.errors import ReefError
+from reef_cli.core.errors import AskRefused
+
+__all__ = ["MAX_ASK_CHARS", "AskRefused", "check_ask", "clarifying_questions"]
 
 MAX_ASK_CHARS = 2000
-
-
-class AskRefused(ReefError):
-    """The ask cannot become a change (empty, too long, or against policy)."""
-
-    exit_code = 3
 
 
 def check_ask(ask: str) -> str:

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from recipes.engine import Outcome
+from recipes.tasks import TASKS_FILE, TaskSet
+
+
+def load_tasks(path: Path, required: bool) -> TaskSet | None:
+    """The scenario's task set (``tasks.yaml`` in its folder) or the one named by --tasks."""
+    from recipes.tasks import load
+    from reef_cli.core.errors import ReefError
+
+    if not path.exists():
+        if required:
+            raise ReefError(f"task set {path} does not exist", "pass an existing --tasks FILE")
+        return None
+    return load(path)
 
 
 def run_foreground(
@@ -19,6 +33,7 @@ def run_foreground(
     max_tokens: int,
     max_seconds: float,
     as_json: bool = False,
+    tasks_file: Path | None = None,
 ) -> Outcome:
     from recipes import engine
     from reef_cli.cli._output import err_console, print_json
@@ -26,7 +41,8 @@ def run_foreground(
     from reef_cli.core.budget import Budget
     from reef_cli.core.llm import ModelClient
 
-    scenarios.get(scenario)  # unknown scenario: say so before loading a model
+    found = scenarios.get(scenario)  # unknown scenario: say so before loading a model
+    tasks = load_tasks(tasks_file or found.path / TASKS_FILE, required=tasks_file is not None)
     budget = Budget(max_calls=max_calls, max_tokens=max_tokens, max_seconds=max_seconds)
     client = ModelClient(model, budget=budget)
     interactive = interactive and sys.stdin.isatty()
@@ -57,15 +73,18 @@ def run_foreground(
             if not sys.stderr.isatty() and not as_json:
                 err_console().print(f"  … {message}")
 
-        outcome = engine.run(
-            scenario,
-            engine.recipe_named(recipe),
-            model=client,
-            ask=ask,
-            interactive=interactive,
-            clarify=clarify,
-            progress=progress,
-        )
+        with engine.PiRunner(scenario, client) as runner:
+            outcome = engine.run(
+                scenario,
+                engine.recipe_named(recipe),
+                model=client,
+                ask=ask,
+                interactive=interactive,
+                clarify=clarify,
+                progress=progress,
+                runner=runner,
+                tasks=tasks,
+            )
         bar.update(task, completed=1.0, description=outcome.state)
     if as_json:
         print_json(outcome.to_json())

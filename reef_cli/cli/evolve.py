@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from reef_cli.cli._common import JsonOpt, scenario_name
 
-EXIT = {"published": 0, "pending": 0, "rejected": 3, "stopped": 6, "failed": 1}
+EXIT = {"published": 0, "pending": 0, "rejected": 3, "invalid": 3, "stopped": 6, "failed": 1}
 
 
 def evolve(
@@ -25,6 +26,13 @@ def evolve(
     max_calls: Annotated[int, typer.Option("--max-calls", help="Model-call budget.")] = 20,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Token budget.")] = 200_000,
     max_seconds: Annotated[float, typer.Option("--max-seconds", help="Wall-time budget.")] = 1800,
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks",
+            help="Task set for paired evaluation (default: the scenario's tasks.yaml, if any).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Evolve the harness: Reefine turns an ask into a tested, gated release."""
@@ -40,6 +48,7 @@ def evolve(
         max_tokens=max_tokens,
         max_seconds=max_seconds,
         as_json=as_json,
+        tasks_file=tasks,
     )
     raise typer.Exit(EXIT.get(outcome.state, 1))
 

@@ -315,18 +315,28 @@ def install(
         str, typer.Option("--release", "-r", help="Release to install (default: served).")
     ] = "served",
     target: TargetOpt = None,
+    from_server: Annotated[
+        str | None,
+        typer.Option("--from", help="Fetch the release from this `reef serve` (uses $REEF_TOKEN)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Install a release into an agent (rules, skills, commands, extensions, routing)."""
-    from adapters._install import install_release
+    from adapters._install import install_release, install_remote
     from adapters.base import Routing
     from reef_cli.cli._output import console, print_json
+    from reef_cli.core import tokens
     from reef_cli.core.config import load_settings
 
     settings = load_settings()
     name = scenario or settings.default_scenario
-    routing = Routing(base_url=f"http://{settings.serve_host}:{settings.serve_port}", scenario=name)
-    installed, where = install_release(adapter, name, routing, release, target)
+    if from_server:
+        token = tokens.main_token(create=False) or ""
+        installed, where = install_remote(adapter, name, from_server, token, release, target)
+    else:
+        url = f"http://{settings.serve_host}:{settings.serve_port}"
+        routing = Routing(base_url=url, scenario=name)
+        installed, where = install_release(adapter, name, routing, release, target)
     if as_json:
         print_json(
             {

@@ -103,3 +103,9 @@ class BudgetExceeded(ReefError):
 
 class ModelError(ReefError):
     """The model could not be reached, timed out, or kept answering with unusable output."""
+
+
+class AskRefused(ReefError):
+    """An ask that cannot become a change: empty, too long, or against policy."""
+
+    exit_code = 3

@@ -46,7 +46,9 @@ def _load() -> list[dict[str, Any]]:
 
 def record(scenario: str, adapter: str, target: Path, release: int, content_hash: str) -> Install:
     entry = Install(scenario, adapter, str(target.resolve()), release, content_hash, now_iso())
-    rows = [r for r in _load() if not (r.get("adapter") == adapter and r.get("target") == entry.target)]
+    rows = [
+        r for r in _load() if not (r.get("adapter") == adapter and r.get("target") == entry.target)
+    ]
     rows.append(asdict(entry))
     paths.ensure_state_dir()
     atomic_write_text(_ledger_path(), json.dumps(rows, indent=2) + "\n")

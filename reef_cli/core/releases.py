@@ -298,15 +298,6 @@ class Chain:
             "run the command again (raise publish_retries with `reef config set` if it persists)",
         )
 
-    def republish(
-        self, number: int, *, source: str, reason: str, gate: Mapping[str, Any] | None = None
-    ) -> Release:
-        """Rollback/promote: a new release whose content is that of release ``number``."""
-        target = self.get(number)
-        return self.publish(
-            self.files(target), source=source, reason=reason, points_to=number, gate=gate
-        )
-
     def _write_commit(self, files: Mapping[str, str], meta: ReleaseMeta, parent: str | None) -> str:
         blobs = {path: text.encode("utf-8") for path, text in files.items()}
         blobs[META_FILE] = (json.dumps(meta.model_dump(), indent=2, sort_keys=True) + "\n").encode()

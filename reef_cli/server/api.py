@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from reef_cli.core import scenarios
 from reef_cli.core.errors import AuthError, ReleaseNotFound
 from reef_cli.core.names import check_name
+from reef_cli.core.publishing import republish
 from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import ReportIn, parse_report, save_report
 from reef_cli.core.tokens import Grant
@@ -90,29 +91,32 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def grant_of(
+    request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> Grant:
+    """The caller's grant from its bearer token (any scenario when the server is open)."""
+    auth = request.app.state.auth
+    if auth.open:
+        return auth.grant({})
+    got = auth.grant(request.headers, allow_api_key=False)
+    if got is None:
+        raise Unauthorized(
+            "missing or wrong Reef token",
+            "send `Authorization: Bearer <token>`; `reef token` prints it",
+        )
+    return got
+
+
+def allow(grant: Grant, scenario: str) -> None:
+    if not grant.allows(scenario):
+        raise Forbidden(
+            f"this token is not allowed for scenario {scenario!r}",
+            "use a token made for this scenario (`reef token create --scenario`)",
+        )
+
+
 def make_router() -> APIRouter:
     router = APIRouter()
-
-    def grant_of(
-        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
-    ) -> Grant:
-        auth = request.app.state.auth
-        if auth.open:
-            return auth.grant({})
-        got = auth.grant(request.headers, allow_api_key=False)
-        if got is None:
-            raise Unauthorized(
-                "missing or wrong Reef token",
-                "send `Authorization: Bearer <token>`; `reef token` prints it",
-            )
-        return got
-
-    def allow(grant: Grant, scenario: str) -> None:
-        if not grant.allows(scenario):
-            raise Forbidden(
-                f"this token is not allowed for scenario {scenario!r}",
-                "use a token made for this scenario (`reef token create --scenario`)",
-            )
 
     @router.get("/healthz", tags=["health"])
     def healthz(request: Request) -> dict[str, Any]:
@@ -191,8 +195,8 @@ def make_router() -> APIRouter:
             if target < 1:
                 raise ReleaseNotFound("there is no earlier release to roll back to")
         chain.get(target)
-        release = chain.republish(
-            target, source="rollback", reason=body.reason or f"rollback to r{target}"
+        release, _ = republish(
+            scenario, str(target), source="rollback", reason=body.reason or f"rollback to r{target}"
         )
         request.app.state.releases.invalidate(scenario)
         return release.to_json()
@@ -217,8 +221,8 @@ def make_router() -> APIRouter:
             number = latest.number
         else:
             number = chain.get(body.release).number
-        release = chain.republish(
-            number, source="promote", reason=body.reason or f"promote r{number}"
+        release, _ = republish(
+            scenario, str(number), source="promote", reason=body.reason or f"promote r{number}"
         )
         request.app.state.releases.invalidate(scenario)
         return release.to_json()

@@ -15,10 +15,11 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from reef_cli.core import errors
+from reef_cli.core.jobs import JobNotFound
 from reef_cli.core.records import RecordNotFound, RecordStore
 from reef_cli.core.reports import ReportConflict, ReportInvalid
 from reef_cli.core.tokens import TokenSet
-from reef_cli.server import api
+from reef_cli.server import api, api_jobs
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
 from reef_cli.server.proxy import Proxy
@@ -42,6 +43,9 @@ STATUS: list[tuple[type[errors.ReefError], int]] = [
     (errors.ChainConflict, 409),
     (errors.GateBlocked, 422),
     (errors.TreeError, 422),
+    (JobNotFound, 404),
+    (errors.AskRefused, 422),
+    (errors.ServeError, 503),
 ]
 
 
@@ -87,6 +91,7 @@ def create_app(
     *,
     tokens: TokenSet | None,
     store_path: Path | None = None,
+    run_jobs: bool = False,
 ) -> ReefApp:
     """Build the app. ``tokens=None`` means open (no auth): callers decide when that is allowed."""
     upstream = Upstream.from_config(config)
@@ -95,15 +100,24 @@ def create_app(
     releases = ReleaseCache(config.release_cache_seconds)
     auth = Authenticator(tokens)
     proxy = Proxy(config, upstream, auth, recorder, releases)
+    worker = None
+    if run_jobs:
+        from recipes.jobs import Worker
+
+        worker = Worker()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if recorder is not None:
             recorder.start()
         await proxy.start()
+        if worker is not None:
+            worker.start()
         try:
             yield
         finally:
+            if worker is not None:
+                worker.stop()
             await proxy.stop()
             if recorder is not None:
                 recorder.stop()
@@ -124,6 +138,7 @@ def create_app(
     app.state.releases = releases
     app.state.auth = auth
     app.state.proxy = proxy
+    app.state.jobs = worker
 
     app.add_route("/v1/chat/completions", proxy.chat_completions, ["POST"], include_in_schema=False)
     app.add_route("/v1/messages", proxy.messages, ["POST"], include_in_schema=False)
@@ -132,6 +147,7 @@ def create_app(
     )
     app.add_route("/v1/models", proxy.models, ["GET"], include_in_schema=False)
     api.install(app)
+    api_jobs.install(app)
 
     @app.exception_handler(errors.ReefError)
     async def reef_error(request: Request, exc: errors.ReefError) -> JSONResponse:

@@ -25,6 +25,36 @@ def token_set(config: ServeConfig) -> tokens.TokenSet | None:
     return tokens.TokenSet(main, tokens.list_scoped())
 
 
+def with_default_upstream(config: ServeConfig) -> tuple[ServeConfig, object | None]:
+    """No upstream given: the configured model (``REEF_MODEL``) if any, else the embedded
+    model, served in-process on a private loopback port."""
+    if config.upstream and config.upstream != "embedded":
+        return config, None
+    from reef_cli.core.llm import default_model, endpoint_for
+
+    model, api_base = default_model()
+    endpoint = endpoint_for(model, api_base)
+    if endpoint.url is not None:
+        return config.model_copy(
+            update={
+                "upstream": endpoint.url,
+                "upstream_model": config.upstream_model or endpoint.model,
+                "upstream_dialect": endpoint.dialect,
+                "upstream_key_env": config.upstream_key_env or endpoint.key_env,
+            }
+        ), None
+    from reef_cli.server.embedded_upstream import create_embedded_app
+    from reef_cli.server.thread import ServerThread
+
+    thread = ServerThread(create_embedded_app()).start()
+    return config.model_copy(
+        update={
+            "upstream": thread.url + "/v1",
+            "upstream_dialect": "openai",
+        }
+    ), thread
+
+
 def serve(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
     import sys
 
@@ -37,7 +67,8 @@ def serve(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
     from reef_cli.server.app import create_app
 
     accepted = token_set(config)
-    app = create_app(config, tokens=accepted)
+    config, _embedded_thread = with_default_upstream(config)  # lives as long as serve
+    app = create_app(config, tokens=accepted, run_jobs=True)
     upstream = app.state.upstream
     auth = (
         "open (loopback, no token)" if accepted is None else "bearer token (`reef token` prints it)"

@@ -20,7 +20,10 @@ class ServerThread:
         self.sock.bind((host, 0))
         self.host, self.port = self.sock.getsockname()[:2]
         options: dict[str, Any] = {
-            "log_level": "warning", "access_log": False, "lifespan": "on", **uvicorn_options
+            "log_level": "warning",
+            "access_log": False,
+            "lifespan": "on",
+            **uvicorn_options,
         }
         self.config = uvicorn.Config(app, **options)
         self.server = uvicorn.Server(self.config)

@@ -451,6 +451,19 @@ def _secret_cases() -> list[SecretCase]:
         s,
         ENTROPY,
     )
+    # letters up to a late "_": once mistaken for a "prefix_" with a short, placeholder tail
+    s = rand(34, string.ascii_letters) + "_" + rand(1, DIGITS) + "_" + rand(3, string.ascii_letters)
+    case("late-underscore-secret-in-json", "json", json.dumps({"secret": s}) + "\n", s, ENTROPY)
+    # base64 may start with "/" and hold more: it must not pass for a path
+    no_slash = ALNUM + "+"
+    s = "/" + "/".join([rand(10, no_slash), rand(12, no_slash), rand(12, no_slash), rand(2, UPPER)])
+    case(
+        "aws-secret-like-a-path",
+        "rule",
+        "```ini\naws_secret_access_key = {S}\n```\n",
+        s,
+        AWS_SECRET,
+    )
     key = pem("")
     account = {
         "type": "service_account",

@@ -1,0 +1,88 @@
+"""Evolution jobs run by `reef serve` in the background: one JSON file each under
+``jobs/`` in the state dir, rewritten atomically on every progress step, so a job's state
+survives the server and any client can read it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reef_cli.core import paths
+from reef_cli.core.errors import ReefError
+from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.releases import now_iso
+
+ACTIVE = ("queued", "running")
+
+
+class JobNotFound(ReefError):
+    """No job with that id."""
+
+
+@dataclass
+class Job:
+    id: str
+    scenario: str
+    recipe: str
+    ask: str | None
+    adapter: str | None = None
+    state: str = "queued"  # queued | running | published | pending | rejected | stopped | failed
+    progress: dict[str, Any] = field(default_factory=lambda: {"message": "queued", "fraction": 0.0})
+    release: int | None = None
+    message: str = ""
+    outcome: dict[str, Any] = field(default_factory=dict)
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _dir() -> Path:
+    return paths.state_dir() / "jobs"
+
+
+def _path(job_id: str) -> Path:
+    if not job_id.startswith("job_") or not job_id[4:].isalnum():
+        raise JobNotFound(f"no job {job_id!r}", "job ids look like job_1a2b…")
+    return _dir() / f"{job_id}.json"
+
+
+def save(job: Job) -> Job:
+    job.updated_at = now_iso()
+    paths.ensure_state_dir()
+    atomic_write_text(_path(job.id), json.dumps(job.to_json(), indent=2, default=str) + "\n")
+    return job
+
+
+def create(scenario: str, recipe: str, ask: str | None, adapter: str | None = None) -> Job:
+    return save(Job(f"job_{uuid.uuid4().hex[:16]}", scenario, recipe, ask, adapter))
+
+
+def get(job_id: str) -> Job:
+    path = _path(job_id)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise JobNotFound(
+            f"no job {job_id!r}", "list releases with `reef harness versions`"
+        ) from None
+    return Job(**data)
+
+
+def interrupted() -> list[Job]:
+    """Jobs a stopped server left queued or running (marked failed on the next start)."""
+    if not _dir().is_dir():
+        return []
+    out = []
+    for path in sorted(_dir().glob("job_*.json")):
+        try:
+            job = Job(**json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError, OSError):
+            continue
+        if job.state in ACTIVE:
+            out.append(job)
+    return out

@@ -1,0 +1,131 @@
+"""Evolution jobs over HTTP (`POST /reef/evolve`, `GET /reef/jobs/{id}`) and the agent
+install script (`GET /reef/harness/install`)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from reef_cli.core import jobs, scenarios
+from reef_cli.core.names import check_name
+from reef_cli.core.tokens import Grant
+from reef_cli.server.api import ERRORS, allow, grant_of
+
+
+class EvolveIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ask: str | None = Field(None, max_length=100_000, description="what should change")
+    scenario: str | None = Field(None, max_length=64, description="default: x-reef-scenario")
+    recipe: Literal["reefine"] = "reefine"
+    adapter: Literal["pi", "claude-code"] | None = None
+
+
+def _scenario(request: Request, explicit: str | None) -> str:
+    name = (
+        explicit
+        or request.headers.get("x-reef-scenario")
+        or request.app.state.config.default_scenario
+    )
+    check_name("scenario", name)
+    return name
+
+
+def make_router() -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/reef/evolve", tags=["evolve"], responses=ERRORS, status_code=202)
+    def evolve(
+        request: Request, body: EvolveIn, grant: Grant = Depends(grant_of)
+    ) -> dict[str, Any]:
+        """Queue an evolution job (Reefine for an ask); poll `GET /reef/jobs/{id}`."""
+        from recipes.reefine.ask import check_ask
+
+        scenario = _scenario(request, body.scenario)
+        allow(grant, scenario)
+        ask = check_ask(body.ask or "") if body.recipe == "reefine" else body.ask
+        scenarios.get(scenario)
+        worker = request.app.state.jobs
+        if worker is None:
+            from reef_cli.core.errors import ServeError
+
+            raise ServeError("this server runs no jobs", "use the main `reef serve`")
+        job = jobs.create(scenario, body.recipe, ask, body.adapter)
+        worker.submit(job)
+        return job.to_json()
+
+    @router.get("/reef/jobs/{job_id}", tags=["evolve"], responses=ERRORS)
+    def job(job_id: str, grant: Grant = Depends(grant_of)) -> dict[str, Any]:
+        """A job's state, progress and, once done, its outcome (release, verdict, evidence)."""
+        found = jobs.get(job_id[:64])
+        allow(grant, found.scenario)
+        return found.to_json()
+
+    @router.get(
+        "/reef/harness/install",
+        tags=["releases"],
+        responses=ERRORS,
+        response_class=PlainTextResponse,
+    )
+    def install_script(
+        request: Request,
+        adapter: Literal["pi", "claude-code"] = Query(...),
+        scenario: str | None = Query(None, max_length=64),
+        grant: Grant = Depends(grant_of),
+    ) -> PlainTextResponse:
+        """A POSIX sh script that installs the wrapper's release on a machine with Reef."""
+        name = _scenario(request, scenario)
+        allow(grant, name)
+        served = scenarios.get(name).chain().served()
+        url = str(request.base_url).rstrip("/")
+        return PlainTextResponse(
+            install_sh(adapter, name, url, served.number if served else None),
+            media_type="text/x-shellscript",
+        )
+
+    return router
+
+
+AGENTS = {
+    "pi": ("pi", "reef-pi", "the pi coding agent (npm install -g @earendil-works/pi-coding-agent)"),
+    "claude-code": (
+        "claude",
+        "reef-claude",
+        "Claude Code (npm install -g @anthropic-ai/claude-code)",
+    ),
+}
+
+
+def install_sh(adapter: str, scenario: str, url: str, release: int | None) -> str:
+    binary, wrapper, how = AGENTS[adapter]
+    q = shlex.quote
+    fix_token = "export REEF_TOKEN=... (`reef token` on the server prints it)"
+    lines = [
+        "#!/bin/sh",
+        f"# Installs release r{release} of Reef scenario {scenario} for {adapter}, from {url}.",
+        f"# Needs Reef's client (reef, {wrapper}) and {binary}; the token in $REEF_TOKEN.",
+        "set -eu",
+        'fail() { echo "reef install: $1" >&2; exit 1; }',
+        "command -v reef >/dev/null 2>&1 ||",
+        '  fail "reef is not installed (fix: install Reef\'s client with ./install.sh)"',
+        f"command -v {wrapper} >/dev/null 2>&1 ||",
+        f'  fail "{wrapper} is not on PATH (fix: put Reef\'s .venv/bin on PATH)"',
+        f"command -v {binary} >/dev/null 2>&1 ||",
+        f'  fail "{binary} is not installed (fix: install {how})"',
+        f'[ -n "${{REEF_TOKEN:-}}" ] || fail {q("REEF_TOKEN is not set (fix: " + fix_token + ")")}',
+    ]
+    if release is None:
+        lines.append(f'fail "scenario {scenario} has no live release yet (fix: publish one)"')
+    lines += [
+        f"reef harness install --adapter {q(adapter)} --scenario {q(scenario)} "
+        f'--from {q(url)} "$@"',
+        f'echo "Installed r{release}: run {wrapper} with REEF_SCENARIO={scenario}."',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(make_router())
