@@ -12,6 +12,8 @@ validation error when it does not fit.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -135,7 +137,15 @@ class ModelClient:
         temperature: float,
         schema: dict[str, Any] | None,
     ) -> dict[str, Any]:
+        # LiteLLM fetches a price list from the internet on import unless told not to.
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+        # Its debug log holds whole prompts and answers, which may hold secrets.
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -147,6 +157,9 @@ class ModelClient:
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base
+            key_env = endpoint_for(self.model, self.api_base).key_env
+            if key_env and not os.environ.get(key_env):
+                kwargs["api_key"] = "no-key"  # local OpenAI-compatible servers need none
         if schema is not None:
             if litellm.supports_response_schema(model=self.model):
                 kwargs["response_format"] = {

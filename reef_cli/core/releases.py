@@ -35,7 +35,8 @@ CHAIN_REF = "refs/reef/chain"
 META_FILE = "RELEASE.json"
 ZERO = "0" * 40
 AUTHOR = b"Reef <reef@localhost>"
-STALE_LOCK_SECONDS = 30.0
+# git holds a ref lock for milliseconds; one older than this was left by a killed process.
+STALE_LOCK_SECONDS = 5.0
 
 
 class ReleaseMeta(BaseModel):
@@ -293,6 +294,13 @@ class Chain:
                 self._repair_tags()
                 return release
             time.sleep(random.uniform(0.005, 0.05) * (1 + attempt))
+        lock = self.git_dir / (CHAIN_REF + ".lock")
+        if lock.exists():
+            raise ChainConflict(
+                f"the release chain is locked by {lock}; gave up after {retries + 1} tries",
+                f"if no publisher is running, remove {lock} (it is cleared automatically once "
+                f"older than {STALE_LOCK_SECONDS:.0f}s)",
+            )
         raise ChainConflict(
             f"another publisher kept advancing the chain; gave up after {retries + 1} tries",
             "run the command again (raise publish_retries with `reef config set` if it persists)",

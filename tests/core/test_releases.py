@@ -105,3 +105,21 @@ def test_dangling_chain_ref_is_corruption_not_emptiness(chain) -> None:  # type:
     ref.write_text("f" * 40 + "\n")
     with pytest.raises(ChainCorrupt):
         scenarios.get("demo").chain().releases()
+
+
+def test_a_lock_left_by_a_killed_publisher_is_named_then_cleared(chain) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import time
+
+    from reef_cli.core.errors import ChainConflict
+    from reef_cli.core.releases import STALE_LOCK_SECONDS
+
+    publish_files("demo", BASE, reason="first")
+    lock = chain.git_dir / (CHAIN_REF + ".lock")
+    lock.write_text("")
+    with pytest.raises(ChainConflict, match="locked by"):
+        chain.publish(tree_with(x="1\n"), reason="blocked", retries=1)
+    old = time.time() - STALE_LOCK_SECONDS - 1
+    os.utime(lock, (old, old))
+    assert chain.publish(tree_with(x="2\n"), reason="after", retries=3).number == 2
+    assert not lock.exists()

@@ -77,8 +77,13 @@ def test_apply_produces_a_valid_tree(kind: str) -> None:
 
 
 def test_the_kind_the_person_names_wins() -> None:
-    draft = Draft(kind="command", name="report-bug-fail", description="Report a failing test.",
-                  body="Report a failing test.", why="The developer wants to know.")
+    draft = Draft(
+        kind="command",
+        name="report-bug-fail",
+        description="Report a failing test.",
+        body="Report a failing test.",
+        why="The developer wants to know.",
+    )
     fixed = normalise(draft, ASK)
     assert fixed.kind == "rule"
     assert fixed.body.startswith(ASK)
