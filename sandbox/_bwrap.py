@@ -157,11 +157,14 @@ def run_bwrap(
         if pasta and not as_root:
             args = [pasta, *_pasta.port_options(policy.ports), "--", *args]
         pairs = _limits.rlimit_pairs(policy.limits, ids[0])
+        # prlimit in front of bwrap (or pasta) keeps the spawn vfork-able; the child's
+        # death with this thread then comes from bwrap's --die-with-parent.
+        prefix = _limits.prlimit_prefix(pairs)
         fds = [info_w, *(block[:1] if block else ())]
         sp = Spawned(
-            args,
+            [*prefix, *args] if prefix else args,
             env=dict(BWRAP_ENV),
-            preexec=_limits.preexec(pairs),
+            preexec=None if prefix else _limits.preexec(pairs),
             pass_fds=fds,
             on_output=on_output,
         )

@@ -1,4 +1,10 @@
-"""rlimits set in the child before exec, so everything the sandbox starts inherits them.
+"""rlimits set before the sandbox starts, so everything it runs inherits them.
+
+They are applied by util-linux ``prlimit`` exec'd in front of bwrap rather than by a
+``preexec_fn``: a ``preexec_fn`` makes Python ``fork`` (copying the caller's page tables and
+running Python code in the child) where otherwise it can ``vfork``, which made spawning the
+sandbox the largest cost on the Python side. The values are computed here, in the parent,
+exactly as before; ``preexec`` remains the fallback when ``prlimit`` is missing.
 
 RLIMIT_NPROC counts every process of a host uid, so the cap is "what that uid already
 runs + the policy's pids"; the kernel never enforces it for uid 0.
@@ -10,6 +16,7 @@ import ctypes
 import ctypes.util
 import os
 import resource
+import shutil
 import signal
 from collections.abc import Callable
 
@@ -20,19 +27,31 @@ PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
+_PRLIMIT_NAMES = {
+    resource.RLIMIT_CORE: "core",
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_NOFILE: "nofile",
+    resource.RLIMIT_NPROC: "nproc",
+}
+
+
 def count_processes(uid: int) -> int:
-    """How many processes (threads count for NPROC too) host ``uid`` runs now."""
+    """How many processes (threads count for NPROC too) host ``uid`` runs now.
+
+    One ``stat`` per process: ``/proc/PID/task`` is owned like ``/proc/PID`` and its link
+    count is 2 + the number of threads, so no directory listing is needed."""
     total = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            st = os.stat(f"/proc/{entry}")
-            if st.st_uid != uid:
-                continue
-            total += len(os.listdir(f"/proc/{entry}/task"))
+            st = os.stat(f"/proc/{entry}/task")
         except OSError:
             continue
+        if st.st_uid == uid:
+            total += max(1, st.st_nlink - 2)
     return total
 
 
@@ -52,21 +71,48 @@ def rlimit_pairs(limits: Limits, nproc_uid: int | None) -> list[tuple[int, int]]
     return pairs
 
 
+def soft_hard(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(resource, soft, hard) for ``pairs``, never above the hard limit the child inherits
+    (this process's). CPU: SIGXCPU at the soft limit (reported as "cpu"), SIGKILL a second
+    later."""
+    out: list[tuple[int, int, int]] = []
+    for res, value in pairs:
+        _soft, hard = resource.getrlimit(res)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        top = value + 1 if res == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            top = min(top, hard)
+        out.append((res, value, top))
+    return out
+
+
+def find_prlimit() -> str | None:
+    return shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin") or shutil.which("prlimit")
+
+
+def prlimit_prefix(pairs: list[tuple[int, int]]) -> list[str] | None:
+    """``prlimit --RES=SOFT:HARD … --`` to exec in front of a command, or None when util-linux
+    ``prlimit`` is missing (then use ``preexec``). prlimit sets the limits on itself and
+    execs the command in the same process, so they hold before its first instruction."""
+    path = find_prlimit()
+    if path is None:
+        return None
+    args = [path]
+    for res, soft, hard in soft_hard(pairs):
+        args.append(f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}")
+    return [*args, "--"]
+
+
 def preexec(pairs: list[tuple[int, int]]) -> Callable[[], None]:
     """A preexec_fn that applies ``pairs`` (never raising the hard limit), resets SIGPIPE
     and ties the child to this thread's life (a dead Reef leaves no sandbox running)."""
+    limits = soft_hard(pairs)
 
     def apply() -> None:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        for res, value in pairs:
-            _soft, hard = resource.getrlimit(res)
-            if hard != resource.RLIM_INFINITY:
-                value = min(value, hard)
-            # CPU: SIGXCPU at the soft limit (reported as "cpu"), SIGKILL a second later.
-            top = value + 1 if res == resource.RLIMIT_CPU else value
-            if hard != resource.RLIM_INFINITY:
-                top = min(top, hard)
-            resource.setrlimit(res, (value, top))
+        for res, soft, hard in limits:
+            resource.setrlimit(res, (soft, hard))
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
     return apply
