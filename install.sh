@@ -3,19 +3,22 @@
 # and the embedded model. Safe to run again: it only installs what is missing.
 #
 #   ./install.sh            install, then print where things are
+#   ./install.sh --run      install, then run the main job: `reef quickstart` on the
+#                           embedded model (no API key, no server to start by hand)
 #   ./install.sh --tour     install, then run the 5-minute tour (scripts/tour.sh)
 #   ./install.sh --dev      also install the test tools
 #   ./install.sh --dev --check   install test tools, then run every check CI runs
 set -euo pipefail
 cd "$(dirname "$0")"
 
-DEV=0 TOUR=0 CHECK=0
+DEV=0 TOUR=0 CHECK=0 RUN=0
 for arg in "$@"; do
   case "$arg" in
     --dev) DEV=1 ;;
     --tour) TOUR=1 ;;
+    --run) RUN=1 ;;
     --check) CHECK=1 DEV=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (fix: see ./install.sh --help)" >&2; exit 2 ;;
   esac
 done
@@ -95,4 +98,7 @@ if [ "$CHECK" = 1 ]; then
 fi
 if [ "$TOUR" = 1 ]; then
   exec bash scripts/tour.sh
+fi
+if [ "$RUN" = 1 ]; then
+  exec .venv/bin/reef quickstart
 fi

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.fakes.scripted import Scripted
 
 
 @pytest.fixture(autouse=True)
@@ -16,3 +19,14 @@ def reef_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "reef-home"
     monkeypatch.setenv("REEF_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def scripted() -> Iterator[Scripted]:
+    """A scripted OpenAI-compatible model on a real loopback port (tests/fakes/scripted.py)."""
+    model = Scripted()
+    model.server.start()
+    try:
+        yield model
+    finally:
+        model.server.stop()

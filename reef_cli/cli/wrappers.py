@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+ScenarioOpt = Annotated[str | None, typer.Option("--scenario", "-s", help="Scenario.")]
 SUBCOMMANDS = ("evolve", "report", "versions", "install", "doctor", "--help", "-h")
 
 
@@ -92,7 +93,6 @@ class Wrapper:
             help=f"Run the agent through Reef; sub-commands manage its releases. Anything else "
             f"is passed to the agent: `{self.prog} -p 'hi'`.",
         )
-        ScenarioOpt = Annotated[str | None, typer.Option("--scenario", "-s", help="Scenario.")]
 
         @app.command()
         def versions(scenario: ScenarioOpt = None) -> None:

@@ -84,3 +84,11 @@ def chat_stream(
             repeat_penalty=REPEAT_PENALTY,
             stream=True,
         )
+
+
+def count_tokens(messages: list[dict[str, Any]]) -> int:
+    """Prompt tokens of ``messages`` by the model's own tokenizer (for usage in streams)."""
+    model = load()
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    with _lock:
+        return len(model.tokenize(text.encode("utf-8"), add_bos=False))

@@ -157,8 +157,7 @@ class ModelClient:
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base
-            key_env = endpoint_for(self.model, self.api_base).key_env
-            if key_env and not os.environ.get(key_env):
+            if endpoint_for(self.model, self.api_base).key_env is None:
                 kwargs["api_key"] = "no-key"  # local OpenAI-compatible servers need none
         if schema is not None:
             if litellm.supports_response_schema(model=self.model):
@@ -280,12 +279,15 @@ def endpoint_for(model: str, api_base: str | None = None) -> Endpoint:
         provider, name = "openai", model
     if provider in ("ollama", "ollama_chat"):
         return Endpoint(api_base or "http://127.0.0.1:11434/v1", "openai", name)
+
+    def key(env: str) -> str | None:
+        # A hosted API needs its key; a custom api_base (a local server) only if one is set.
+        return env if api_base is None or os.environ.get(env) else None
+
     if provider == "anthropic":
-        return Endpoint(
-            api_base or "https://api.anthropic.com", "anthropic", name, "ANTHROPIC_API_KEY"
-        )
+        url = api_base or "https://api.anthropic.com"
+        return Endpoint(url, "anthropic", name, key("ANTHROPIC_API_KEY"))
     if provider == "openrouter":
-        return Endpoint(
-            api_base or "https://openrouter.ai/api/v1", "openai", name, "OPENROUTER_API_KEY"
-        )
-    return Endpoint(api_base or "https://api.openai.com/v1", "openai", name, "OPENAI_API_KEY")
+        url = api_base or "https://openrouter.ai/api/v1"
+        return Endpoint(url, "openai", name, key("OPENROUTER_API_KEY"))
+    return Endpoint(api_base or "https://api.openai.com/v1", "openai", name, key("OPENAI_API_KEY"))

@@ -60,6 +60,18 @@ def _chunk(cid: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
+def _usage_chunk(cid: str, usage: dict[str, Any]) -> bytes:
+    data = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": MODEL_ID,
+        "choices": [],
+        "usage": usage,
+    }
+    return f"data: {json.dumps(data)}\n\n".encode()
+
+
 async def _generate_in_thread(
     messages: list[dict[str, str]], max_tokens: int, temperature: float
 ) -> AsyncIterator[str]:
@@ -125,10 +137,21 @@ async def chat_completions(request: Request) -> Response:
             else:
                 yield _chunk(cid, {"content": text})
                 yield _chunk(cid, {}, "stop")
+            usage = raw.get("usage") or {}
         else:
+            pieces = 0
             async for piece in _generate_in_thread(messages, max_tokens, temperature):
+                pieces += 1
                 yield _chunk(cid, {"content": piece})
             yield _chunk(cid, {}, "stop")
+            prompt = await asyncio.to_thread(embedded_engine.count_tokens, messages)
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": pieces,
+                "total_tokens": prompt + pieces,
+            }
+        # The usage chunk (empty choices) that OpenAI sends with stream_options.include_usage.
+        yield _usage_chunk(cid, usage)
         yield b"data: [DONE]\n\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

@@ -1,13 +1,11 @@
 """A scripted model on a real port for recipe tests, reached through LiteLLM like any
-configured endpoint (``openai/<name>`` + ``api_base``)."""
+configured endpoint (``openai/<name>`` + ``api_base``); the ``scripted`` fixture is in
+tests/conftest.py."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream, Turn
@@ -39,13 +37,3 @@ class Scripted:
 
     def inference(self) -> list[Any]:
         return [e for e in self.fake.log if e.path == "/v1/chat/completions"]
-
-
-@pytest.fixture
-def scripted() -> Iterator[Scripted]:
-    model = Scripted()
-    model.server.start()
-    try:
-        yield model
-    finally:
-        model.server.stop()

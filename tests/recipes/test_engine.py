@@ -22,8 +22,8 @@ from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
+from tests.fakes.scripted import Scripted, draft_json
 from tests.fakes.upstream import Turn
-from tests.recipes.conftest import Scripted, draft_json
 
 ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
 
