@@ -35,6 +35,14 @@ def show(as_json: JsonOpt = False) -> None:
             row["description"],
         )
     console().print(table)
+    from reef_cli.core.ollama_local import host, local_models
+
+    models = local_models()
+    if models:
+        console().print(
+            f"Ollama at {host()} serves: {', '.join(models[:8])} — use one with "
+            f"`reef config set model ollama/{models[0]}`"
+        )
 
 
 @app.command("set")

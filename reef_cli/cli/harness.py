@@ -177,6 +177,22 @@ def show(
         out.print(
             f"   {item.get('status', ''):>7} {item.get('name', '')}: {item.get('detail', '')}"
         )
+        for finding in item.get("findings", [])[:12]:  # the numbers behind the verdict
+            out.print(f"           {finding}")
+    extra = meta.model_dump()
+    if extra.get("ask"):
+        out.print(f"ask:     {extra['ask']}")
+    for change in extra.get("changes", []):
+        out.print(f"change:  {change.get('summary', '')}")
+        if change.get("why"):
+            out.print(f"why:     {change['why']}")
+    trial = extra.get("trial")
+    if trial:
+        out.print(
+            f"trial:   {trial.get('agent')} in the {trial.get('sandbox')} sandbox, exit "
+            f"{trial.get('returncode')}, {trial.get('requests')} recorded request(s), change "
+            f"loaded: {trial.get('loaded')}, receipts {', '.join(trial.get('receipts', []))}"
+        )
     out.print(f"files ({len(files)}):")
     for path in files:
         out.print(f"   {path}")

@@ -117,6 +117,23 @@ def _shadowing() -> list[Row]:
     return rows
 
 
+def _ollama() -> Row:
+    from reef_cli.core.ollama_local import host, local_models
+
+    models = local_models()
+    if models is None:
+        return Row(
+            "ollama",
+            "warn",
+            f"no server at {host()} (optional: Reef uses the embedded model)",
+            "install and start Ollama to use local models",
+        )
+    if not models:
+        return Row("ollama", "warn", f"{host()} serves no models", "ollama pull llama3.2")
+    offer = ", ".join(f"ollama/{m}" for m in models[:5])
+    return Row("ollama", "ok", f"{host()}: {offer} (reef config set model ollama/<name>)")
+
+
 def _sandbox_rows() -> list[Row]:
     try:
         import sandbox
@@ -144,6 +161,7 @@ def run_checks() -> list[Row]:
         _binary("pi 0.73", ["pi-0.73", "--version"], "scripts/install_agents.sh"),
         _binary("claude", ["claude", "--version"], "scripts/install_agents.sh (Claude Code)"),
         _embedded_model(),
+        _ollama(),
         _state_dir(),
         *_shadowing(),
         *_sandbox_rows(),
