@@ -9,6 +9,20 @@ from typing import Any
 from reef_cli.core.errors import ReefError, ServeError
 
 
+def _call(method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """One API call; a transport failure is a one-line ServeError, not a traceback."""
+    import httpx
+
+    try:
+        response = method(*args, **kwargs)
+    except httpx.HTTPError as exc:
+        raise ServeError(
+            f"reef serve stopped answering ({type(exc).__name__})",
+            "see serve.log in the state dir, then try again",
+        ) from exc
+    return _check(response)
+
+
 def _client() -> tuple[Any, dict[str, str]]:
     import httpx
 
@@ -59,10 +73,9 @@ def report_last_session(
         body["feedback"] = feedback
     client, headers = _client()
     with client:
-        response = client.post(
-            "/reef/report", json=body, headers={**headers, "x-reef-scenario": scenario}
+        return _call(
+            client.post, "/reef/report", json=body, headers={**headers, "x-reef-scenario": scenario}
         )
-    return _check(response)
 
 
 def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dict[str, Any]:
@@ -70,12 +83,11 @@ def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dic
 
     client, headers = _client()
     with client:
-        job = _check(
-            client.post(
-                "/reef/evolve",
-                json={"ask": ask, "scenario": scenario, "adapter": adapter_name},
-                headers=headers,
-            )
+        job = _call(
+            client.post,
+            "/reef/evolve",
+            json={"ask": ask, "scenario": scenario, "adapter": adapter_name},
+            headers=headers,
         )
         console().print(f"job {job['id']} queued (Reefine, scenario {scenario})")
         if not wait:
@@ -84,7 +96,7 @@ def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dic
         last = ""
         while job.get("state") in ("queued", "running"):
             time.sleep(1.0)
-            job = _check(client.get(f"/reef/jobs/{job['id']}", headers=headers))
+            job = _call(client.get, f"/reef/jobs/{job['id']}", headers=headers)
             message = str(job.get("progress", {}).get("message", ""))
             if message and message != last:
                 console().print(f"  {message}")

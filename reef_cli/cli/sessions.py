@@ -1,12 +1,15 @@
-"""`reef sessions list|show`: records grouped by session id."""
+"""`reef sessions list|show|harvest`: records grouped by session id, and the agents' own
+transcripts of those sessions (the logic lives in adapters/harvest_all.py)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 from reef_cli.cli._common import new_app
 
-app = new_app("Sessions: records that share a session id.")
+app = new_app("Sessions: records that share a session id, and the agents' transcripts.")
 
 
 @app.command("list")
@@ -15,29 +18,35 @@ def list_sessions(
     limit: int = typer.Option(20, "--limit", "-n"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """List recent sessions, newest first."""
+    """List recent sessions, newest first (records and harvested transcripts)."""
     import json
 
     from rich.console import Console
     from rich.table import Table
 
+    from adapters.harvest_all import overview
     from reef_cli.core.records import RecordStore
 
-    rows = RecordStore().sessions(scenario=scenario, limit=limit)
+    rows = overview(RecordStore(), scenario=scenario, limit=limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        typer.echo("no sessions yet (send x-reef-session, or use Claude Code through `reef serve`)")
+        typer.echo(
+            "no sessions yet (send x-reef-session, use an agent through `reef serve`, "
+            "or run `reef sessions harvest`)"
+        )
         return
-    table = Table("session", "scenario", "records", "started", "last", "tokens in/out")
+    table = Table("session", "agent", "scenario", "records", "turns", "started", "last", "tokens")
     for s in rows:
         table.add_row(
             s["session_id"],
-            s["scenario"],
-            str(s["records"]),
-            s["started_at"][:19],
-            s["last_at"][:19],
+            s.get("agent") or "-",
+            s.get("scenario") or "-",
+            str(s["records"]) if s.get("has_records") else "none",
+            str(s["turns"]) if s.get("turns") is not None else "-",
+            (s.get("started_at") or "")[:19],
+            (s.get("last_at") or "")[:19],
             f"{s['input_tokens']}/{s['output_tokens']}",
         )
     Console().print(table)
@@ -45,23 +54,89 @@ def list_sessions(
 
 @app.command("show")
 def show(
-    session: str = typer.Argument(..., help="session id"),
-    as_json: bool = typer.Option(False, "--json", help="whole records as JSON"),
+    session: str = typer.Argument(..., help="session id (the records' or the agent's own)"),
+    as_json: bool = typer.Option(
+        False, "--json", help='JSON: {"records": [whole records], "transcripts": [summaries]}'
+    ),
 ) -> None:
-    """The records of one session, oldest first."""
+    """The records of one session, oldest first, and its harvested transcript."""
     import json
 
+    from adapters.harvest_all import detail, summary
     from reef_cli.core.errors import ReefError
     from reef_cli.core.records import RecordStore
 
-    records = list(RecordStore().iter(session_id=session))
-    if not records:
-        raise ReefError(f"no records for session {session!r}", "see `reef sessions list`")
+    records, transcripts = detail(RecordStore(), session)
+    if not records and not transcripts:
+        raise ReefError(
+            f"no records or transcript for session {session!r}",
+            "see `reef sessions list`; `reef sessions harvest` reads the agents' transcripts",
+        )
+    summaries = [summary(t) for t in transcripts]
     if as_json:
-        typer.echo(json.dumps([r.to_json() for r in records], indent=2, ensure_ascii=False))
+        data = {
+            "session_id": session,
+            "records": [r.to_json() for r in records],
+            "transcripts": summaries,
+        }
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
+    for t in summaries:
+        roles = ", ".join(f"{n} {role}" for role, n in t["turns_by_role"].items())
+        calls = ", ".join(f"{name}×{n}" for name, n in t["tool_calls"].items()) or "none"
+        typer.echo(f"transcript: {t['agent']} session {t['session_id']}  ({t['path']})")
+        typer.echo(
+            f"  cwd {t['cwd'] or '-'}  model {t['model'] or '-'}  "
+            f"{(t['started_at'] or '')[:19]} .. {(t['ended_at'] or '')[:19]}"
+        )
+        typer.echo(f"  turns: {t['turns']}" + (f" ({roles})" if roles else ""))
+        typer.echo(f"  tool calls: {calls}")
+        typer.echo(f"  skills used: {', '.join(t['skills_used']) or 'none'}")
+        typer.echo(f"  receipts: {len(t['receipts'])}")
+    if transcripts:
+        typer.echo("records:" if records else "records: none")
     for r in records:
         typer.echo(
             f"{r.created_at[:19]}  {r.id}  {r.scenario}  status={r.status}  "
             f"tokens={r.input_tokens or 0}/{r.output_tokens or 0}"
         )
+
+
+@app.command("harvest")
+def harvest(
+    adapter: str | None = typer.Option(
+        None, "--adapter", "-a", help="pi or claude-code [default: every installed agent]"
+    ),
+    target: Path | None = typer.Option(
+        None, "--target", help="an agent folder [default: every install Reef knows of]"
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="only sessions active since this ISO date/time"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Read the agents' transcripts into Reef's sessions.
+
+    Harvesting a session again replaces its row. Unreadable transcript lines are skipped
+    and counted."""
+    import json
+
+    from adapters.harvest_all import harvest as run
+    from adapters.harvest_all import parse_since
+
+    result = run(adapter, target, parse_since(since))
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    for t in result.targets:
+        if t.error:
+            typer.echo(f"warning: {t.adapter} {t.target}: {t.error}", err=True)
+    where = len(result.targets)
+    line = (
+        f"stored {result.stored} session(s) from {where} folder(s); {result.linked} link to records"
+    )
+    if result.skipped_lines:
+        line += f"; skipped {result.skipped_lines} unreadable transcript line(s)"
+    if not where:
+        line += " (no installs known: pass --target DIR)"
+    typer.echo(line)

@@ -62,15 +62,19 @@ def forget(adapter: str, target: Path) -> None:
         atomic_write_text(_ledger_path(), json.dumps(rows, indent=2) + "\n")
 
 
-def for_scenario(scenario: str) -> list[Install]:
+def all_installs() -> list[Install]:
+    """Every recorded install, oldest first (rows that do not parse are skipped)."""
     out = []
     for row in _load():
-        if row.get("scenario") == scenario:
-            try:
-                out.append(Install(**row))
-            except TypeError:
-                continue
+        try:
+            out.append(Install(**row))
+        except TypeError:
+            continue
     return sorted(out, key=lambda i: i.installed_at)
+
+
+def for_scenario(scenario: str) -> list[Install]:
+    return [i for i in all_installs() if i.scenario == scenario]
 
 
 def installed_release(scenario: str) -> int | None:

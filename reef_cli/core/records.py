@@ -3,7 +3,9 @@
 The schema is versioned by *named* migrations (``schema_migrations`` holds the names
 applied); each migration runs in one transaction. A record is one row inserted in one
 transaction, so a crash leaves either no record or a complete one. Sessions are not a
-table: they are the records that share a ``session_id``.
+table: they are the records that share a ``session_id``. ``harvested_sessions`` holds what
+the agents' own transcripts say about a session (turns, tool calls, skills, receipts), one
+row per ``(agent, session_id)``; harvesting again replaces the row whole.
 
 Importable without the server stack (stdlib only).
 """
@@ -93,6 +95,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX report_refs_record ON report_refs(record_id);
         CREATE INDEX reports_scenario ON reports(scenario, created_at);
+        """,
+    ),
+    (
+        "0003_harvested_sessions",
+        """
+        CREATE TABLE harvested_sessions (
+            agent TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            record_session_id TEXT,
+            path TEXT NOT NULL,
+            cwd TEXT,
+            started_at TEXT,
+            ended_at TEXT,
+            model TEXT,
+            turns TEXT NOT NULL,
+            skills_used TEXT NOT NULL,
+            receipts TEXT NOT NULL,
+            harvested_at TEXT NOT NULL,
+            UNIQUE (agent, session_id)
+        );
+        CREATE INDEX harvested_record_session ON harvested_sessions(record_session_id);
+        CREATE INDEX harvested_ended ON harvested_sessions(ended_at);
         """,
     ),
 ]
@@ -360,6 +384,140 @@ class RecordStore:
             [*args, limit],
         ).fetchall()
         return [dict(r) for r in rows]
+
+    def sessions_by_id(self, session_ids: Sequence[str]) -> builtins.list[dict[str, Any]]:
+        """The same summaries as :meth:`sessions`, for the given session ids only."""
+        out: builtins.list[dict[str, Any]] = []
+        ids = builtins.list(dict.fromkeys(session_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.conn.execute(
+                f"""SELECT session_id, scenario, COUNT(*) AS records,
+                           MIN(created_at) AS started_at, MAX(created_at) AS last_at,
+                           SUM(COALESCE(input_tokens, 0)) AS input_tokens,
+                           SUM(COALESCE(output_tokens, 0)) AS output_tokens
+                    FROM records WHERE session_id IN ({marks}) GROUP BY session_id, scenario""",
+                chunk,
+            ).fetchall()
+            out.extend(dict(r) for r in rows)
+        return out
+
+    # ------------------------------------------------------------ harvested sessions
+
+    def upsert_harvested(self, sessions: Sequence[HarvestedSession]) -> int:
+        """Store harvested sessions, replacing an earlier harvest of the same
+        ``(agent, session_id)``; all rows or none (one transaction). Returns the count."""
+        if not sessions:
+            return 0
+        rows = [_harvest_values(s) for s in sessions]  # encode before writing anything
+        cols = ",".join(_HARVEST_COLUMNS)
+        updates = ",".join(
+            f"{c} = excluded.{c}" for c in _HARVEST_COLUMNS if c not in ("agent", "session_id")
+        )
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                f"INSERT INTO harvested_sessions ({cols}) "
+                f"VALUES ({','.join('?' * len(_HARVEST_COLUMNS))}) "
+                f"ON CONFLICT (agent, session_id) DO UPDATE SET {updates}",
+                rows,
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return len(rows)
+
+    def harvested(
+        self,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[HarvestedSession]:
+        """Harvested sessions, most recently active first. ``session_id`` matches the
+        agent's own id or the id Reef's records carry (``record_session_id``)."""
+        clauses: builtins.list[str] = []
+        args: builtins.list[Any] = []
+        if agent is not None:
+            clauses.append("agent = ?")
+            args.append(agent)
+        if session_id is not None:
+            clauses.append("(session_id = ? OR record_session_id = ?)")
+            args += [session_id, session_id]
+        where = "WHERE " + " AND ".join(clauses) if clauses else ""
+        sql = (
+            f"SELECT * FROM harvested_sessions {where} "
+            "ORDER BY COALESCE(ended_at, started_at, harvested_at) DESC, rowid DESC"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [_harvest_from_row(r) for r in self.conn.execute(sql, args)]
+
+
+@dataclass
+class HarvestedSession:
+    """One agent session as read from the agent's transcript (``reef sessions harvest``).
+
+    ``record_session_id`` is the session id Reef's records carry for it (pi: the
+    wrapper's ``REEF_SESSION_ID``; Claude Code: its own session id)."""
+
+    agent: str
+    session_id: str
+    path: str
+    record_session_id: str | None = None
+    cwd: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    model: str | None = None
+    turns: builtins.list[dict[str, Any]] = field(default_factory=builtins.list)
+    skills_used: builtins.list[str] = field(default_factory=builtins.list)
+    receipts: builtins.list[str] = field(default_factory=builtins.list)
+    harvested_at: str = field(default_factory=now_iso)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_HARVEST_COLUMNS = [
+    "agent",
+    "session_id",
+    "record_session_id",
+    "path",
+    "cwd",
+    "started_at",
+    "ended_at",
+    "model",
+    "turns",
+    "skills_used",
+    "receipts",
+    "harvested_at",
+]
+_HARVEST_JSON = {"turns", "skills_used", "receipts"}
+
+
+def _harvest_values(item: HarvestedSession) -> tuple[Any, ...]:
+    values: list[Any] = []
+    for col in _HARVEST_COLUMNS:
+        value = getattr(item, col)
+        if col in _HARVEST_JSON:
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        values.append(value)
+    return tuple(values)
+
+
+def _harvest_from_row(row: sqlite3.Row) -> HarvestedSession:
+    data = {col: row[col] for col in _HARVEST_COLUMNS}
+    for col in _HARVEST_JSON:
+        try:
+            loaded = json.loads(data[col])
+        except (TypeError, ValueError):
+            loaded = []
+        data[col] = loaded if isinstance(loaded, builtins.list) else []
+    return HarvestedSession(**data)
 
 
 def _filters(

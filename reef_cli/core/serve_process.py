@@ -109,13 +109,33 @@ def _log_tail() -> str:
     return lines[-1][:300] if lines else ""
 
 
-def stop() -> bool:
-    """Stop the background server this module started; False if none was recorded."""
+def _is_reef_serve(pid: int) -> bool:
+    """Whether ``pid`` still runs `reef serve` (a stale serve.json may name a pid the
+    system has since given to another process). Without /proc, assume it does."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    try:
+        argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False  # gone
+    return b"reef_cli" in argv and b"serve" in argv
+
+
+def stop(wait: float = 10.0) -> bool:
+    """Stop the background server this module started (waiting up to ``wait`` seconds
+    for it to exit, so its port is free again); False if none was recorded."""
     try:
         pid = int(json.loads(state_file().read_text())["pid"])
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, 15)
+    if _is_reef_serve(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 15)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and _is_reef_serve(pid):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
+            time.sleep(0.1)
     state_file().unlink(missing_ok=True)
     return True

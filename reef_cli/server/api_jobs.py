@@ -103,9 +103,10 @@ def install_sh(adapter: str, scenario: str, url: str, release: int | None) -> st
     binary, wrapper, how = AGENTS[adapter]
     q = shlex.quote
     fix_token = "export REEF_TOKEN=... (`reef token` on the server prints it)"
+    which = f"r{release}" if release is not None else "the served release"
     lines = [
         "#!/bin/sh",
-        f"# Installs release r{release} of Reef scenario {scenario} for {adapter}, from {url}.",
+        f"# Installs {which} of Reef scenario {scenario} for {adapter}, from {url}.",
         f"# Needs Reef's client (reef, {wrapper}) and {binary}; the token in $REEF_TOKEN.",
         "set -eu",
         'fail() { echo "reef install: $1" >&2; exit 1; }',
@@ -122,7 +123,7 @@ def install_sh(adapter: str, scenario: str, url: str, release: int | None) -> st
     lines += [
         f"reef harness install --adapter {q(adapter)} --scenario {q(scenario)} "
         f'--from {q(url)} "$@"',
-        f'echo "Installed r{release}: run {wrapper} with REEF_SCENARIO={scenario}."',
+        f'echo "Installed {which}: run {wrapper} with REEF_SCENARIO={scenario}."',
     ]
     return "\n".join(lines) + "\n"
 

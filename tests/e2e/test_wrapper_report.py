@@ -1,0 +1,168 @@
+"""`reef-pi` end to end: the real console script starts `reef serve` in the background
+(serve_process.ensure_running), runs the real pi through it to the scripted fake model,
+then `reef-pi report` scores exactly the last session's receipts.
+
+Everything runs as subprocesses with their own HOME, REEF_HOME and a free port; the
+background serve reaches the fake model through REEF_MODEL=openai/scripted +
+REEF_API_BASE, and is stopped at the end (serve_process.stop()).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.pi import PiAdapter
+from adapters.pi.headless import QUIET_ENV
+from reef_cli.core import serve_process, tools
+from reef_cli.core.records import RecordStore
+from reef_cli.core.reports import list_reports
+from tests.e2e.conftest import FakeModel
+from tests.fakes.upstream import Turn
+
+needs_pi = pytest.mark.skipif(
+    tools.find("pi") is None, reason="`pi` is not installed (scripts/install_agents.sh)"
+)
+SCENARIO = "wrapped"
+TIMEOUT = 120
+BIN = Path(sys.executable).parent  # where the venv's reef-pi console script lives
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def wrapper_env(
+    tmp_path: Path, reef_home: Path, fake_model: FakeModel, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, str]]:
+    port = str(_free_port())
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(home),
+        "REEF_HOME": str(reef_home),
+        "REEF_SERVE_PORT": port,
+        "REEF_MODEL": "openai/scripted",
+        "REEF_API_BASE": fake_model.url + "/v1",
+        "REEF_SCENARIO": SCENARIO,
+        "REEF_PI_NOTICE": "0",
+        **QUIET_ENV,
+    }
+    monkeypatch.setenv("REEF_SERVE_PORT", port)  # for serve_process.stop() here
+    try:
+        yield env
+    finally:
+        pid = None
+        if serve_process.state_file().exists():
+            pid = int(json.loads(serve_process.state_file().read_text())["pid"])
+        serve_process.stop()
+        if pid is not None:
+            deadline = time.monotonic() + 15
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not _alive(pid), "the background reef serve did not stop"
+
+
+def _reef_pi(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "reef-pi"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@needs_pi
+def test_reef_pi_report_scores_the_last_session(
+    wrapper_env: dict[str, str], fake_model: FakeModel, reef_home: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    fake_model.push(Turn(text="First answer."))
+    first = _reef_pi(wrapper_env, work, "-p", "hello")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "First answer."
+    # The wrapper started reef serve in the background on the configured port.
+    state = serve_process.state_file()
+    assert state.exists() and wrapper_env["REEF_SERVE_PORT"] in state.read_text()
+
+    fake_model.push(Turn(text="Second answer."))
+    second = _reef_pi(wrapper_env, work, "-p", "hello again")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "Second answer."
+    # The background serve proxied both sessions to the scripted model, as REEF_MODEL says.
+    calls = fake_model.inference()
+    assert len(calls) == 2 and all(c.body["model"] == "scripted" for c in calls)
+
+    reported = _reef_pi(wrapper_env, work, "report", "--score", "0.8", "--feedback", "good")
+    assert reported.returncode == 0, reported.stderr
+    found = re.fullmatch(r"report (rep_\w+) stored for (\d+) receipt\(s\)", reported.stdout.strip())
+    assert found, reported.stdout
+
+    # Which session was last: the wrapper's agent dir holds both transcripts.
+    target = reef_home / "agents" / f"pi-{SCENARIO}"
+    sessions = PiAdapter().harvest(target)
+    assert len(sessions) == 2
+    earlier, last = sessions
+    assert earlier.reef_session_id and last.reef_session_id
+    assert earlier.reef_session_id != last.reef_session_id
+
+    store = RecordStore()
+    try:
+        records = store.list(limit=None, oldest_first=True)
+        mine = [r.id for r in records if r.session_id == last.reef_session_id]
+        theirs = [r.id for r in records if r.session_id == earlier.reef_session_id]
+        assert len(mine) == 1 and len(theirs) == 1 and len(records) == 2
+        [report] = list_reports(store, scenario=SCENARIO)
+        refs = [
+            row[0]
+            for row in store.conn.execute(
+                "SELECT record_id FROM report_refs WHERE report_id = ?", (report.id,)
+            )
+        ]
+    finally:
+        store.close()
+    assert report.id == found[1] and int(found[2]) == 1
+    assert report.score == 0.8 and report.feedback == "good"
+    assert report.references == mine and sorted(refs) == sorted(mine)
+    assert report.metadata == {"agent": "pi", "session_id": last.session_id}
+    assert set(refs).isdisjoint(theirs)
+
+
+def test_stop_leaves_a_process_that_is_not_reef_serve_alone(reef_home: Path) -> None:
+    """A stale serve.json whose pid now belongs to something else: stop() forgets the
+    file and signals nothing."""
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        reef_home.mkdir(parents=True, exist_ok=True)
+        serve_process.state_file().write_text(json.dumps({"pid": other.pid, "url": "x"}))
+        assert serve_process.stop(wait=0.5) is True
+        assert other.poll() is None and not serve_process.state_file().exists()
+        assert serve_process.stop() is False  # nothing recorded any more
+    finally:
+        other.kill()
+        other.wait()
