@@ -59,7 +59,11 @@ if [ -z "$PYTHON" ]; then
     fi
   done
 fi
-[ -n "$PYTHON" ] || { echo "install.sh: Python >= 3.11 not found (fix: apt-get install python3)" >&2; exit 1; }
+if [ -z "$PYTHON" ]; then  # e.g. Ubuntu 22.04 ships 3.10; its archive has 3.11
+  say "apt-get install python3.11 python3.11-venv"
+  $SUDO apt-get install -y -qq python3.11 python3.11-venv >/dev/null 2>&1 && PYTHON=python3.11
+fi
+[ -n "$PYTHON" ] || { echo "install.sh: Python >= 3.11 not found (fix: install python3.11)" >&2; exit 1; }
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $PYTHON"
   "$PYTHON" -m venv .venv

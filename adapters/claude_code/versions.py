@@ -137,6 +137,11 @@ def show_text(scenario: str, spec: str, installed: int | None) -> str:
             f"gate: {gate.get('verdict', '-')}"
             + (f" (not passed: {', '.join(map(str, failed))})" if failed else "")
         )
+        for check in gate.get("checks", []):  # the verdict's numbers
+            lines.append(
+                f"  {check.get('status', '')} {check.get('name', '')}: {check.get('detail', '')}"
+            )
+            lines.extend(f"    {finding}" for finding in check.get("findings", [])[:8])
     base_number = installed if installed and installed != release.number else meta.parent
     if base_number:
         base = chain.get(base_number)

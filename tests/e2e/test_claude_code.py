@@ -151,6 +151,7 @@ def test_versions_commands_answer_without_any_model_call(
     assert "changes from r1 (installed):" in shown
     assert f"+{RULE_R2}" in shown  # the diff line
     assert "/versions 2 install" in shown
+    assert "passed credential-scan" in shown  # the gate's checks and numbers
 
     installed = rig.claude("/versions 2 install").stdout
     assert "Installed r2" in installed

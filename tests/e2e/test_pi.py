@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -184,6 +185,7 @@ def test_versions_answer_locally_and_notice_updates(
     assert shown.returncode == 0, shown.stderr
     assert "Why: quote file names before editing" in shown.stdout
     assert f"+{RULE_R2}" in shown.stdout  # what changed: the diff against r1
+    assert re.search(r"passed\s+credential-scan", shown.stdout)  # the gate's checks
 
     installed = _pi(adapter, sandbox, reef_server, routing, "-p", "/versions 2 install")
     assert installed.returncode == 0, installed.stderr
