@@ -64,20 +64,36 @@ def without_section(text: str) -> str:
     return head + tail
 
 
-def read_json_object(path: Path, rel: str) -> dict[str, Any]:
-    """Parse an existing JSON object file, or {} if absent; a clear error if corrupt."""
+def parse_json_object(text: str | None, where: str, name: str | None = None) -> dict[str, Any]:
+    """A JSON object from a shared file's text ({} when absent or blank); a clear error,
+    naming ``where`` and how to fix ``name``, when it is anything else."""
+    if text is None or not text.strip():
+        return {}
+    fix = name or where
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InstallError(
+            f"{where} is not valid JSON ({exc}); nothing was installed",
+            f"fix or move {fix} aside, then install again",
+        ) from exc
+    if not isinstance(data, dict):
+        raise InstallError(f"{where} must hold a JSON object; nothing was installed", f"fix {fix}")
+    return data
+
+
+def read_json_object(path: Path, name: str | None = None) -> dict[str, Any]:
+    """``parse_json_object`` of a file, which must be UTF-8 if it exists."""
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InstallError(
-            f"{path} is not valid JSON ({exc}); nothing was installed",
-            f"fix or move {rel} aside, then install again",
+            f"{path} is not UTF-8 text; nothing was installed",
+            f"fix or move {name or path} aside, then install again",
         ) from exc
-    if not isinstance(data, dict):
-        raise InstallError(f"{path} must hold a JSON object; nothing was installed", f"fix {rel}")
-    return data
+    return parse_json_object(text, str(path), name)
 
 
 def dump_json(data: dict[str, Any]) -> str:

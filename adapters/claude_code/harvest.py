@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters._harvest import as_utc, touched_since
 from adapters.base import Session, ToolCall, Turn
 
 AGENT = "claude-code"
@@ -188,16 +189,9 @@ def harvest(
     store: Any = None,
 ) -> list[Session]:
     """Sessions under ``config_dir`` (only those run in ``project`` if given), oldest first."""
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
+    since = as_utc(since)
     sessions: list[Session] = []
-    for path in transcript_files(config_dir):
-        if since is not None:
-            try:
-                if datetime.fromtimestamp(path.stat().st_mtime, UTC) < since:
-                    continue
-            except OSError:
-                continue
+    for path in touched_since(transcript_files(config_dir), since):
         session = parse_transcript(path)
         if project is not None and not _within(session.cwd, project.resolve()):
             continue

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters._files import InstallError, dump_json
+from adapters._files import InstallError, dump_json, parse_json_object
 
 MARK = "adapters.claude_code.hook"
 EVENTS = ("SessionStart", "UserPromptSubmit")
@@ -24,21 +24,6 @@ REL = "settings.json"
 
 def _is_reef(hook: Any) -> bool:
     return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
-
-
-def _parse(text: str | None) -> dict[str, Any]:
-    if text is None or not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InstallError(
-            f"{REL} in the Claude Code folder is not valid JSON ({exc}); nothing was installed",
-            f"fix or move {REL} aside, then install again",
-        ) from exc
-    if not isinstance(data, dict):
-        raise InstallError(f"{REL} must hold a JSON object; nothing was installed", f"fix {REL}")
-    return data
 
 
 def _hooks_of(data: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +65,7 @@ def _strip(hooks: dict[str, Any]) -> None:
 
 def merged(text: str | None, commands: dict[str, str], timeout: int = 30) -> str:
     """``settings.json`` text with Reef's hook for each event in ``commands`` (re)placed."""
-    data = _parse(text)
+    data = parse_json_object(text, f"{REL} in the Claude Code folder", REL)
     hooks = _hooks_of(data)
     _strip(hooks)
     for event, command in commands.items():
@@ -108,7 +93,7 @@ def unmerged(text: str) -> str | None:
 
 def reef_commands(text: str) -> dict[str, list[str]]:
     """Reef's hook commands per event (for tests and `installed()`)."""
-    data = _parse(text)
+    data = parse_json_object(text, f"{REL} in the Claude Code folder", REL)
     out: dict[str, list[str]] = {}
     for event, groups in _hooks_of(data).items():
         for group in groups if isinstance(groups, list) else []:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters._harvest import as_utc, touched_since
 from adapters.base import Session, ToolCall, Turn
 
 _SKILL_PATH = re.compile(r"(?:^|/)skills/([a-z0-9][a-z0-9-]*)/SKILL\.md$")
@@ -188,16 +189,9 @@ def harvest(
     sessions_dir: Path, since: datetime | None = None, link_records: bool = True
 ) -> list[PiSession]:
     """Every session in ``sessions_dir`` active at or after ``since``, oldest first."""
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
+    since = as_utc(since)
     found: list[PiSession] = []
-    for path in session_files(sessions_dir):
-        if since is not None:
-            try:
-                if datetime.fromtimestamp(path.stat().st_mtime, UTC) < since:
-                    continue
-            except OSError:
-                continue
+    for path in touched_since(session_files(sessions_dir), since):
         session = parse_file(path)
         if session is None:
             continue

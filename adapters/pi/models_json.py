@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from adapters._files import InstallError, dump_json, read_json_object
+from adapters._files import InstallError, dump_json, parse_json_object, read_json_object
 from adapters.base import Routing
 
 PROVIDER = "reef"
@@ -40,22 +40,8 @@ def provider_entry(routing: Routing, models: list[str], token_file: Path | None)
     }
 
 
-def _load(text: str | None, where: str) -> dict[str, Any]:
-    if text is None or not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InstallError(
-            f"{where} is not valid JSON ({exc}); nothing was installed",
-            f"fix or move {where} aside, then install again",
-        ) from exc
-    if not isinstance(data, dict):
-        raise InstallError(
-            f"{where} must hold a JSON object; nothing was installed", f"fix {where}"
-        )
-    providers = data.get("providers")
-    if providers is not None and not isinstance(providers, dict):
+def _with_providers(data: dict[str, Any], where: str) -> dict[str, Any]:
+    if not isinstance(data.get("providers", {}), dict):
         raise InstallError(
             f'{where}: "providers" must be an object; nothing was installed',
             f'fix "providers" in {where}',
@@ -65,7 +51,7 @@ def _load(text: str | None, where: str) -> dict[str, Any]:
 
 def merged(text: str | None, entry: dict[str, Any], where: str = REL) -> str:
     """``text`` (the person's models.json, or None) with the reef provider set to ``entry``."""
-    data = _load(text, where)
+    data = _with_providers(parse_json_object(text, where), where)
     providers = dict(data.get("providers") or {})
     providers[PROVIDER] = entry
     data["providers"] = providers
@@ -91,17 +77,7 @@ def unmerged(text: str) -> str | None:
 def check(target: Path) -> None:
     """Parse ``target/models.json`` now, so a corrupt file fails before anything is written."""
     path = target / REL
-    if path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise InstallError(
-                f"{path} is not UTF-8 text; nothing was installed",
-                f"fix or move {path} aside, then install again",
-            ) from exc
-        _load(text, str(path))
-    else:
-        read_json_object(path, REL)
+    _with_providers(read_json_object(path, REL), str(path))
 
 
 def installed_models(target: Path) -> list[str]:
