@@ -77,6 +77,14 @@ def _a_user_to_o(content: Any) -> list[dict[str, Any]]:
 
 
 def _a_assistant_to_o(content: Any) -> dict[str, Any]:
+    return anthropic_assistant_to_openai(content, "\n", ("tool_use", "server_tool_use"))
+
+
+def anthropic_assistant_to_openai(
+    content: Any, joiner: str, tool_kinds: tuple[str, ...] = ("tool_use",)
+) -> dict[str, Any]:
+    """Anthropic assistant content (text + tool_use blocks) -> an OpenAI assistant message.
+    Shared by request history and response translation."""
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
     texts: list[str] = []
@@ -86,7 +94,7 @@ def _a_assistant_to_o(content: Any) -> dict[str, Any]:
             continue
         if block.get("type") == "text":
             texts.append(block.get("text", ""))
-        elif block.get("type") in ("tool_use", "server_tool_use"):
+        elif block.get("type") in tool_kinds:
             calls.append(
                 {
                     "id": block.get("id", ""),
@@ -97,7 +105,7 @@ def _a_assistant_to_o(content: Any) -> dict[str, Any]:
                     },
                 }
             )
-    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
+    msg: dict[str, Any] = {"role": "assistant", "content": joiner.join(texts) if texts else None}
     if calls:
         msg["tool_calls"] = calls
     return msg

@@ -7,6 +7,8 @@ import time
 import uuid
 from typing import Any
 
+from reef_cli.server.translate_request import anthropic_assistant_to_openai
+
 O_TO_A_STOP = {
     "stop": "end_turn",
     "length": "max_tokens",
@@ -114,27 +116,7 @@ def openai_to_anthropic(resp: dict[str, Any], model: str | None = None) -> dict[
 
 def anthropic_to_openai(resp: dict[str, Any], model: str | None = None) -> dict[str, Any]:
     """An Anthropic ``message`` -> a ``chat.completion``."""
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for block in resp.get("content") or []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text":
-            texts.append(block.get("text", ""))
-        elif block.get("type") == "tool_use":
-            calls.append(
-                {
-                    "id": block.get("id", ""),
-                    "type": "function",
-                    "function": {
-                        "name": block.get("name", ""),
-                        "arguments": json.dumps(block.get("input") or {}),
-                    },
-                }
-            )
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
-    if calls:
-        message["tool_calls"] = calls
+    message = anthropic_assistant_to_openai(resp.get("content") or [], "")
     return {
         "id": "chatcmpl-" + str(resp.get("id") or uuid.uuid4().hex).removeprefix("msg_"),
         "object": "chat.completion",
