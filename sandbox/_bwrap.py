@@ -183,16 +183,7 @@ def run_bwrap(
         rc, timed_out = sp.wait(policy.limits.wall_s)
         if not timed_out and block is None and _read_info(info_r, 0.0) is None:
             raise SandboxError(f"bwrap could not set up the sandbox: {_last_line(sp)}", _CHECK)
-        return Result(
-            returncode=rc,
-            stdout=sp.output("stdout"),
-            stderr=sp.output("stderr"),
-            timed_out=timed_out,
-            killed_by=_limits.killed_by(rc, timed_out),
-            mode="bwrap",
-            duration_s=sp.elapsed(),
-            workdir=workdir,
-        )
+        return sp.result(rc, timed_out, "bwrap", workdir)
     finally:
         if sp is not None and sp.proc.poll() is None:
             sp.kill()

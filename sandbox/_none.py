@@ -50,13 +50,4 @@ def run_none(
     finally:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    return Result(
-        returncode=rc,
-        stdout=sp.output("stdout"),
-        stderr=sp.output("stderr"),
-        timed_out=timed_out,
-        killed_by=_limits.killed_by(rc, timed_out),
-        mode="none",
-        duration_s=sp.elapsed(),
-        workdir=work,
-    )
+    return sp.result(rc, timed_out, "none", work)

@@ -15,6 +15,9 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ._policy import Result
 
 OnOutput = Callable[[str, str], None]
 MAX_KEEP = 16 * 1024 * 1024  # per stream; the tail is kept
@@ -119,6 +122,21 @@ class Spawned:
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def result(self, rc: int, timed_out: bool, mode: str, workdir: Path) -> Result:
+        """The run's ``Result``: exit status, what it printed, why it was killed."""
+        from ._limits import killed_by
+
+        return Result(
+            returncode=rc,
+            stdout=self.output("stdout"),
+            stderr=self.output("stderr"),
+            timed_out=timed_out,
+            killed_by=killed_by(rc, timed_out),
+            mode=mode,
+            duration_s=self.elapsed(),
+            workdir=workdir,
+        )
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -208,7 +208,8 @@ def _o_content_to_blocks(content: Any) -> list[dict[str, Any]]:
     return blocks
 
 
-def _parse_args(arguments: Any) -> Any:
+def parse_tool_arguments(arguments: Any) -> Any:
+    """OpenAI tool-call ``arguments`` (a JSON string) -> an Anthropic ``input`` object."""
     if isinstance(arguments, dict):
         return arguments
     try:
@@ -275,7 +276,7 @@ def openai_to_anthropic(body: dict[str, Any], model: str | None = None) -> dict[
                         "type": "tool_use",
                         "id": call.get("id") or "toolu_reef",
                         "name": fn.get("name", ""),
-                        "input": _parse_args(fn.get("arguments")),
+                        "input": parse_tool_arguments(fn.get("arguments")),
                     }
                 )
             push("assistant", blocks)

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any
 
-from reef_cli.server.translate_request import anthropic_assistant_to_openai
+from reef_cli.server.translate_request import anthropic_assistant_to_openai, parse_tool_arguments
 
 O_TO_A_STOP = {
     "stop": "end_turn",
@@ -68,16 +68,6 @@ def a_usage_to_o(usage: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _parse_args(arguments: Any) -> Any:
-    if isinstance(arguments, dict):
-        return arguments
-    try:
-        value = json.loads(arguments or "{}")
-    except (TypeError, ValueError):
-        return {"_raw": arguments}
-    return value if isinstance(value, dict) else {"_value": value}
-
-
 def openai_to_anthropic(resp: dict[str, Any], model: str | None = None) -> dict[str, Any]:
     """A ``chat.completion`` -> an Anthropic ``message``."""
     choice = (resp.get("choices") or [{}])[0]
@@ -95,7 +85,7 @@ def openai_to_anthropic(resp: dict[str, Any], model: str | None = None) -> dict[
                 "type": "tool_use",
                 "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
                 "name": fn.get("name", ""),
-                "input": _parse_args(fn.get("arguments")),
+                "input": parse_tool_arguments(fn.get("arguments")),
             }
         )
     finish = choice.get("finish_reason")
