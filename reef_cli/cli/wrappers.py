@@ -100,7 +100,11 @@ class Wrapper:
             from reef_cli.cli.main import app as reef
 
             name = self.scenario(scenario)
-            reef(["harness", "versions", "-s", name], prog_name="reef", standalone_mode=False)
+            code = reef(
+                ["harness", "versions", "-s", name], prog_name="reef", standalone_mode=False
+            )
+            if code:  # the error line is already printed
+                raise typer.Exit(code)
             import adapters
 
             record = adapters.get(self.adapter).installed(self.target(name))
@@ -151,7 +155,6 @@ class Wrapper:
         return app
 
     def main(self) -> None:
-        from reef_cli.cli.main import ReefGroup  # noqa: F401  (errors print the same way)
         from reef_cli.core.errors import ReefError
 
         args = sys.argv[1:]

@@ -1,0 +1,56 @@
+"""`reef-pi` / `reef-claude` sub-commands that need no agent session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from reef_cli.core import scenarios
+from reef_cli.core.publishing import publish_files
+from reef_cli.core.tree import starter_tree
+
+BIN = Path(sys.executable).parent
+
+
+def run(
+    tool: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / tool), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_help_lists_the_subcommands() -> None:
+    for tool in ("reef-pi", "reef-claude"):
+        done = run(tool, "--help")
+        assert done.returncode == 0
+        for sub in ("evolve", "report", "versions", "install", "doctor"):
+            assert sub in done.stdout
+
+
+def test_versions_lists_the_chain_without_starting_anything(reef_home: Path) -> None:
+    scenarios.create("team")
+    publish_files("team", starter_tree().files(), reason="the first one")
+    done = run("reef-pi", "versions", "-s", "team")
+    assert done.returncode == 0, done.stderr
+    assert "r1" in done.stdout and "the first one" in done.stdout
+    assert not (reef_home / "serve.json").exists()
+
+
+def test_report_without_a_score_is_one_clear_line(reef_home: Path) -> None:
+    done = run("reef-pi", "report")
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("reef: error: nothing to report")
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_scenario_name_is_refused_in_one_line() -> None:
+    done = run("reef-claude", "versions", "-s", "Not_Kebab")
+    assert done.returncode == 1 and "kebab-case" in done.stderr
+    assert "Traceback" not in done.stderr
