@@ -73,9 +73,12 @@ def serve(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
     auth = (
         "open (loopback, no token)" if accepted is None else "bearer token (`reef token` prints it)"
     )
+    target = f"{upstream.base} ({upstream.dialect})"
+    if _embedded_thread is not None:
+        target = f"the embedded model, in-process at {upstream.base}"
     announce(
-        f"reef serve: http://{config.host}:{config.port} -> {upstream.base} "
-        f"({upstream.dialect}); auth: {auth}; recording: {'on' if config.record else 'off'}"
+        f"reef serve: http://{config.host}:{config.port} -> {target}; auth: {auth}; "
+        f"recording: {'on' if config.record else 'off'}"
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
