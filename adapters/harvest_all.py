@@ -105,7 +105,7 @@ def targets(adapter: str | None = None) -> list[tuple[str, Path]]:
     found: list[tuple[str, Path]] = []
     for install in installs.all_installs():
         found.append((install.adapter, Path(install.target)))
-    agents = paths.state_dir() / "agents"
+    agents = paths.agents_dir()
     if agents.is_dir():
         for folder in sorted(agents.iterdir()):
             for name in ("claude-code", "pi"):

@@ -36,7 +36,6 @@ class Context:
     interactive: bool = False
     clarify: Ask | None = None
     progress: Progress = no_progress
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -84,8 +84,9 @@ class PiRunner:
         return TRIAL_TIMEOUT if remaining is None else max(30.0, min(TRIAL_TIMEOUT, remaining))
 
     def _charge(self, records: list[Any]) -> None:
-        tokens = sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in records)
-        self.model.budget.charge(tokens=tokens, calls=len(records))
+        from recipes.trial import tokens_of
+
+        self.model.budget.charge(tokens=tokens_of(records), calls=len(records))
 
     def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]:
         from recipes.trial import run_pi_trial

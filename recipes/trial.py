@@ -81,15 +81,16 @@ class TrialResult:
     check: Check
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def passed(self) -> bool:
-        return self.check.status == "passed"
-
 
 def _tools_root() -> Path:
     from reef_cli.core import tools
 
     return tools.tools_bin().parent
+
+
+def tokens_of(records: list[Any]) -> int:
+    """Tokens the recorded requests used, in and out."""
+    return sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in records)
 
 
 @dataclass
@@ -190,7 +191,7 @@ def run_pi_trial(
         "session_id": run.session,
         "receipts": [r.id for r in records],
         "requests": len(records),
-        "tokens": sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in records),
+        "tokens": tokens_of(records),
         "loaded": not missing and bool(records),
         "answer_excerpt": excerpt,
     }
@@ -217,16 +218,3 @@ def run_pi_trial(
         ),
         evidence,
     )
-
-
-def pi_evaluator(scenario: str, proxy: Proxy, timeout: float = TRIAL_TIMEOUT) -> Any:
-    """An evaluator for ``recipes.tasks``: pi answers the task; a failed run scores None."""
-    from recipes.tasks import Task, score_answer
-
-    def evaluate(files: dict[str, str], task: Task) -> float | None:
-        run = run_pi(files, task.prompt, scenario, proxy, timeout)
-        if not run.ok or not run.records:
-            return None
-        return score_answer(run.stdout, task)
-
-    return evaluate

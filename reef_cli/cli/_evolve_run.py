@@ -127,7 +127,7 @@ def run_quickstart(scenario: str, ask: str) -> Outcome:
     if found.chain().latest() is None:
         publish_files(scenario, starter_tree().files(), reason="starter tree (reef quickstart)")
     settings = load_settings()
-    target = paths.state_dir() / "agents" / f"pi-{scenario}"
+    target = paths.agent_dir("pi", scenario)
     routing = Routing(f"http://{settings.serve_host}:{settings.serve_port}", scenario)
     installed, where = install_release("pi", scenario, routing, "served", target)
     out.print(f"[bold]1.[/] scenario {scenario}: r{installed.number} installed for pi in {where}")

@@ -43,7 +43,7 @@ class Wrapper:
         chosen = os.environ.get("REEF_AGENT_DIR")
         if chosen:
             return Path(chosen).expanduser()
-        return paths.state_dir() / "agents" / f"{self.adapter}-{scenario}"
+        return paths.agent_dir(self.adapter, scenario)
 
     def prepare(self, scenario: str, spec: str | None = None) -> tuple[Path, object, str]:
         """Scenario exists, serve answers, a release is installed; returns target, routing,

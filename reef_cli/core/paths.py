@@ -45,3 +45,12 @@ def scenarios_dir() -> Path:
 
 def archive_dir() -> Path:
     return state_dir() / "archive"
+
+
+def agent_dir(adapter: str, scenario: str) -> Path:
+    """The agent folder Reef's wrappers own for one adapter and scenario."""
+    return agents_dir() / f"{adapter}-{scenario}"
+
+
+def agents_dir() -> Path:
+    return state_dir() / "agents"

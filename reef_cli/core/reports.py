@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from reef_cli.core.errors import ReefError
 from reef_cli.core.records import RecordStore, now_iso
@@ -75,18 +75,12 @@ class ReportIn(BaseModel):
             raise ValueError("must be finite")
         return value
 
-    @field_validator("feedback")
+    @field_validator("feedback", "metadata")
     @classmethod
-    def _feedback(cls, value: Any) -> Any:
-        if value is not None and len(json.dumps(value)) > MAX_FEEDBACK_CHARS:
-            raise ValueError(f"is larger than {MAX_FEEDBACK_CHARS} characters")
-        return value
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: Any) -> Any:
-        if value is not None and len(json.dumps(value)) > MAX_METADATA_CHARS:
-            raise ValueError(f"is larger than {MAX_METADATA_CHARS} characters")
+    def _bounded(cls, value: Any, info: ValidationInfo) -> Any:
+        limit = MAX_FEEDBACK_CHARS if info.field_name == "feedback" else MAX_METADATA_CHARS
+        if value is not None and len(json.dumps(value)) > limit:
+            raise ValueError(f"is larger than {limit} characters")
         return value
 
     @field_validator("references")

@@ -19,7 +19,7 @@ import hashlib
 import os
 import stat
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -453,9 +453,3 @@ def starter_tree() -> HarnessTree:
             )
         ],
     )
-
-
-def iter_kind_names(tree: HarnessTree) -> Iterable[tuple[str, str]]:
-    for kind, names in tree.summary().items():
-        for name in names:
-            yield kind, name
