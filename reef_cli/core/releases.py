@@ -12,7 +12,6 @@ the chain ref is the truth.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
@@ -386,7 +385,14 @@ class Chain:
         existing = set(self.repo.git.for_each_ref("--format=%(refname)", "refs/tags/").split())
         for release in self.releases():
             ref = f"refs/tags/{release.tag}"
-            if ref not in existing:
-                # A concurrent publisher may create it first; either way it then exists.
-                with contextlib.suppress(git.GitCommandError):
+            if ref in existing:
+                continue
+            for _ in range(2):
+                try:
                     self.repo.git.update_ref(ref, release.commit, ZERO)
+                    break
+                except git.GitCommandError:
+                    # A tag's value is fixed by the append-only chain, so whoever holds its
+                    # lock writes the same commit; a lock left by a killed git would block
+                    # the tag for good, so it is removed and the write tried once more.
+                    (self.git_dir / (ref + ".lock")).unlink(missing_ok=True)

@@ -123,3 +123,12 @@ def test_a_lock_left_by_a_killed_publisher_is_named_then_cleared(chain) -> None:
     os.utime(lock, (old, old))
     assert chain.publish(tree_with(x="2\n"), reason="after", retries=3).number == 2
     assert not lock.exists()
+
+
+def test_a_tag_lock_left_by_a_killed_publisher_does_not_lose_the_tag(chain) -> None:  # type: ignore[no-untyped-def]
+    publish_files("demo", BASE, reason="first")
+    tags = chain.git_dir / "refs" / "tags"
+    (tags / "r2.lock").write_text("")  # a killed `git update-ref refs/tags/r2` leaves this
+    r2 = chain.publish(tree_with(x="1\n"), reason="second")
+    assert (tags / "r2").read_text().strip() == r2.commit
+    assert not (tags / "r2.lock").exists()
