@@ -1,10 +1,16 @@
 """The bwrap runner: read-only system, one writable work dir, a private HOME, /tmp, /proc
 and /dev, every namespace unshared, an empty environment plus a whitelist.
 
-As root, bwrap sets the sandbox up with full privileges (so it can bind any path) and the
-command then drops to an unprivileged host uid with ``setpriv`` (no caps, no_new_privs):
-a sandbox mapped to host uid 0 could read root-only files and ignore RLIMIT_NPROC.
-As a normal user, bwrap uses a user namespace and ``--disable-userns``.
+As root, bwrap sets the sandbox up with full privileges (so it can bind any path, such as
+an interpreter under a 0700 /root) and the command then drops to an unprivileged host uid
+with ``setpriv`` (no caps, no_new_privs): a sandbox mapped to host uid 0 could read
+root-only files and ignore RLIMIT_NPROC. (Joining a prepared user namespace with
+``--userns`` would save that exec, but bwrap then sets up as the unprivileged uid and
+cannot reach such paths.) As a normal user, bwrap makes its own user namespace.
+
+bwrap always holds the sandbox's PID 1 on ``--block-fd`` until Reef has set the rlimits on
+it with prlimit(2) (and, with an allowed port, until pasta listens); it reports that pid on
+``--info-fd``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from subprocess import Popen
 
 from reef_cli.core.errors import SandboxError, SandboxUnavailable
 
@@ -29,6 +36,7 @@ from ._proc import OnOutput, Spawned
 HOME = "/home/sandbox"
 INNER_ID = "1000"
 BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+START_TIMEOUT_S = 10.0
 
 
 def sandbox_env(policy: Policy) -> dict[str, str]:
@@ -51,12 +59,14 @@ def build_args(
     policy: Policy,
     env: dict[str, str],
     *,
-    as_root: bool,
-    ids: tuple[int, int],
-    net_fds: tuple[int, int] | None,
+    root_ids: tuple[int, int] | None,
+    own_netns: bool,
     info_fd: int,
+    block_fd: int,
 ) -> list[str]:
-    """The full bwrap command line (``net_fds``: info/block fds when pasta joins later)."""
+    """The full bwrap command line. ``root_ids``: the host uid/gid a root caller's command
+    drops to (None: not root); ``own_netns``: False when pasta wraps bwrap and owns the
+    network namespace."""
     args = [bwrap, *top_level_args()]
     args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/var/tmp"]
     args += ["--proc", "/proc", "--dev", "/dev"]
@@ -69,27 +79,24 @@ def build_args(
         args += ["--ro-bind", str(b), str(b)]
     args += ["--bind", str(home), HOME, "--bind", str(workdir), str(workdir)]
     args += ["--chdir", str(workdir)]
-    if as_root:
-        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
-        args += ["--unshare-cgroup-try"]
+    if root_ids is not None:
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--unshare-net"] if own_netns else []
+        args += ["--hostname", "reef-sandbox"]
     else:
         args += ["--unshare-all", "--unshare-user", "--uid", INNER_ID, "--gid", INNER_ID]
         args += ["--disable-userns", "--cap-drop", "ALL"]
-        if policy.allow:
+        if not own_netns:
             args += ["--share-net"]  # pasta wraps bwrap and owns the namespace
-    args += ["--hostname", "reef-sandbox"] if as_root else []
     args += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
-    args += ["--info-fd", str(info_fd)]
-    if net_fds is not None:
-        args += ["--block-fd", str(net_fds[0])]
-    args.append("--")
-    if as_root:
-        uid, gid = ids
-        setpriv = find_setpriv() or "setpriv"
-        args += [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
-        args += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd), "--"]
+    if root_ids is not None:
+        uid, gid = root_ids
+        args += [find_setpriv() or "setpriv", f"--reuid={uid}", f"--regid={gid}"]
+        args += ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+        args += ["--"]
     return [*args, *argv]
 
 
@@ -115,89 +122,123 @@ def run_bwrap(
     argv: Sequence[str], workdir: Path, policy: Policy, on_output: OnOutput | None
 ) -> Result:
     bwrap = require_bwrap()
-    as_root = os.geteuid() == 0
     pasta = require_pasta() if policy.allow else None
-    if pasta and not as_root and not tun_usable():
+    if os.geteuid() == 0:
+        return _Run(bwrap, pasta, argv, workdir, policy, sandbox_ids()).go(on_output)
+    if pasta and not tun_usable():
         raise SandboxUnavailable(
             "pasta cannot open /dev/net/tun as a normal user here, so no port can be allowed",
             "make /dev/net/tun read-write for users (mode 0666), or run Reef as root",
         )
-    ids = sandbox_ids() if as_root else (os.getuid(), os.getgid())
-    env = sandbox_env(policy)
-    own_home = policy.home is None
-    home = Path(tempfile.mkdtemp(prefix="reef-home-")) if own_home else Path(policy.home or "")
-    leases: list[Lease] = []
-    info_r, info_w = os.pipe()
-    block = os.pipe() if (pasta and as_root) else None
-    open_fds = {info_r, info_w, *(block or ())}
+    return _Run(bwrap, pasta, argv, workdir, policy, None).go(on_output)
 
-    def close(fd: int) -> None:
-        if fd in open_fds:
-            open_fds.discard(fd)
+
+class _Run:
+    """One sandboxed run: its pipes, helper processes and temp dirs, all released by go()."""
+
+    def __init__(
+        self,
+        bwrap: str,
+        pasta: str | None,
+        argv: Sequence[str],
+        workdir: Path,
+        policy: Policy,
+        root_ids: tuple[int, int] | None,
+    ) -> None:
+        self.bwrap, self.pasta, self.argv = bwrap, pasta, list(argv)
+        self.workdir, self.policy, self.root_ids = workdir, policy, root_ids
+        self.own_home = policy.home is None
+        self.home = (
+            Path(tempfile.mkdtemp(prefix="reef-home-")) if policy.home is None else policy.home
+        )
+        self.fds: set[int] = set()
+        self.leases: list[Lease] = []
+        self.sp: Spawned | None = None
+        self.pasta_proc: Popen[bytes] | None = None
+        self.netns: _pasta.NetnsFile | None = None
+
+    def pipe(self) -> tuple[int, int]:
+        r, w = os.pipe()
+        self.fds |= {r, w}
+        return r, w
+
+    def close(self, fd: int) -> None:
+        if fd in self.fds:
+            self.fds.discard(fd)
             os.close(fd)
 
-    sp: Spawned | None = None
-    pasta_proc = None
-    netns = None
-    try:
-        if as_root:
-            leases = [Lease(workdir, *ids), Lease(home, *ids)]
+    def go(self, on_output: OnOutput | None) -> Result:
+        try:
+            return self._go(on_output)
+        finally:
+            self._release()
+
+    def _go(self, on_output: OnOutput | None) -> Result:
+        policy, ids = self.policy, self.root_ids
+        if ids is not None:
+            self.leases = [Lease(self.workdir, *ids), Lease(self.home, *ids)]
+        info_r, info_w = self.pipe()
+        block_r, block_w = self.pipe()
+        # As root, pasta joins the sandbox's namespace while bwrap holds PID 1; as a normal
+        # user, pasta makes the namespace and runs bwrap in it.
         args = build_args(
-            bwrap,
-            argv,
-            workdir,
-            home,
+            self.bwrap,
+            self.argv,
+            self.workdir,
+            self.home,
             policy,
-            env,
-            as_root=as_root,
-            ids=ids,
-            net_fds=block,
+            sandbox_env(policy),
+            root_ids=ids,
+            own_netns=self.pasta is None or ids is not None,
             info_fd=info_w,
+            block_fd=block_r,
         )
-        if pasta and not as_root:
-            args = [pasta, *_pasta.port_options(policy.ports), "--", *args]
-        pairs = _limits.rlimit_pairs(policy.limits, ids[0])
-        # prlimit in front of bwrap (or pasta) keeps the spawn vfork-able; the child's
-        # death with this thread then comes from bwrap's --die-with-parent.
-        prefix = _limits.prlimit_prefix(pairs)
-        fds = [info_w, *(block[:1] if block else ())]
-        sp = Spawned(
-            [*prefix, *args] if prefix else args,
-            env=dict(BWRAP_ENV),
-            preexec=None if prefix else _limits.preexec(pairs),
-            pass_fds=fds,
-            on_output=on_output,
+        if self.pasta is not None and ids is None:
+            args = [self.pasta, *_pasta.port_options(policy.ports), "--", *args]
+        sp = self.sp = Spawned(
+            args, env=dict(BWRAP_ENV), pass_fds=[info_w, block_r], on_output=on_output
         )
-        close(info_w)
-        if block is not None and pasta:
-            close(block[0])
-            info = _read_info(info_r, 10.0)
-            if info is None or "child-pid" not in info:
-                sp.kill()
-                sp.wait(None)
-                raise SandboxError(f"bwrap could not start: {_last_line(sp)}", _CHECK)
-            pid = int(info["child-pid"])
-            netns = _pasta.NetnsFile(pid)
-            pasta_proc = _pasta.start(pasta, pid, policy.ports, netns.path)
-            os.write(block[1], b"1")
-        rc, timed_out = sp.wait(policy.limits.wall_s)
-        if not timed_out and block is None and _read_info(info_r, 0.0) is None:
+        self.close(info_w)
+        self.close(block_r)
+        info = _read_info(info_r, START_TIMEOUT_S)
+        if info is None or "child-pid" not in info:
+            sp.kill()
+            sp.wait(None)
             raise SandboxError(f"bwrap could not set up the sandbox: {_last_line(sp)}", _CHECK)
-        return sp.result(rc, timed_out, "bwrap", workdir)
-    finally:
+        child = int(info["child-pid"])
+        _limits.apply_to(child, _limits.rlimit_pairs(policy.limits, self._nproc_base()))
+        if self.pasta is not None and ids is not None:
+            self.netns = _pasta.NetnsFile(f"/proc/{child}/ns/net")
+            self.pasta_proc = _pasta.start(self.pasta, policy.ports, self.netns.path)
+            _pasta.wait_listening(self.pasta_proc, child, policy.ports)
+        os.write(block_w, b"1")
+        self.close(block_w)
+        rc, timed_out = sp.wait(policy.limits.wall_s)
+        return sp.result(rc, timed_out, "bwrap", self.workdir)
+
+    def _nproc_base(self) -> int:
+        """Processes that already count for RLIMIT_NPROC besides the command's own: as root,
+        everything the shared sandbox uid runs on the host; as a user, the sandbox's PID 1
+        (bwrap's fresh user namespace counts its processes apart)."""
+        if self.root_ids is not None:
+            return _limits.count_processes(self.root_ids[0])
+        return 1
+
+    def _release(self) -> None:
+        sp = self.sp
         if sp is not None and sp.proc.poll() is None:
             sp.kill()
             sp.wait(None)
-        if pasta_proc is not None:
-            _pasta.stop(pasta_proc)
-        if netns is not None:
-            netns.close()
-        for fd in list(open_fds):
-            close(fd)
-        for lease in leases:
+        if self.pasta_proc is not None:
+            _pasta.stop(self.pasta_proc)
+        if self.netns is not None:
+            self.netns.close()
+        for fd in list(self.fds):
+            self.close(fd)
+        for lease in self.leases:
             lease.give_back()
-        if own_home:
-            shutil.rmtree(home, ignore_errors=True)
+        if self.own_home:
+            shutil.rmtree(self.home, ignore_errors=True)
 
 
 _CHECK = "run `reef sandbox check` to see what this machine supports"

@@ -1,13 +1,11 @@
-"""rlimits set before the sandbox starts, so everything it runs inherits them.
+"""rlimits for a sandboxed command, set before it runs so everything it starts inherits them.
 
-They are applied by util-linux ``prlimit`` exec'd in front of bwrap rather than by a
-``preexec_fn``: a ``preexec_fn`` makes Python ``fork`` (copying the caller's page tables and
-running Python code in the child) where otherwise it can ``vfork``, which made spawning the
-sandbox the largest cost on the Python side. The values are computed here, in the parent,
-exactly as before; ``preexec`` remains the fallback when ``prlimit`` is missing.
+In bwrap mode they are set with ``prlimit(2)`` on the sandbox's PID 1 while bwrap holds it
+on ``--block-fd``: no ``preexec_fn`` (which would make Python ``fork`` instead of
+``vfork``) and no extra exec. The ``none`` mode uses ``preexec``.
 
-RLIMIT_NPROC counts every process of a host uid, so the cap is "what that uid already
-runs + the policy's pids"; the kernel never enforces it for uid 0.
+RLIMIT_NPROC counts the processes of one uid in one user namespace, so the cap is "what
+already counts there + the policy's pids"; the kernel never enforces it for host root.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import ctypes
 import ctypes.util
 import os
 import resource
-import shutil
 import signal
 from collections.abc import Callable
 
@@ -25,16 +22,6 @@ from ._policy import Limits
 MB = 1024 * 1024
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
-_PRLIMIT_NAMES = {
-    resource.RLIMIT_CORE: "core",
-    resource.RLIMIT_CPU: "cpu",
-    resource.RLIMIT_AS: "as",
-    resource.RLIMIT_FSIZE: "fsize",
-    resource.RLIMIT_NOFILE: "nofile",
-    resource.RLIMIT_NPROC: "nproc",
-}
 
 
 def count_processes(uid: int) -> int:
@@ -55,8 +42,10 @@ def count_processes(uid: int) -> int:
     return total
 
 
-def rlimit_pairs(limits: Limits, nproc_uid: int | None) -> list[tuple[int, int]]:
-    """(resource, value) pairs for ``limits``; computed in the parent (no work post-fork)."""
+def rlimit_pairs(limits: Limits, nproc_base: int | None) -> list[tuple[int, int]]:
+    """(resource, value) pairs for ``limits``; computed in the parent (no work post-fork).
+
+    ``nproc_base``: processes that already count against RLIMIT_NPROC (None: not set)."""
     pairs: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
     if limits.cpu_s is not None:
         pairs.append((resource.RLIMIT_CPU, int(limits.cpu_s)))
@@ -66,8 +55,8 @@ def rlimit_pairs(limits: Limits, nproc_uid: int | None) -> list[tuple[int, int]]
         pairs.append((resource.RLIMIT_FSIZE, int(limits.file_mb) * MB))
     if limits.open_files is not None:
         pairs.append((resource.RLIMIT_NOFILE, int(limits.open_files)))
-    if limits.pids is not None and nproc_uid is not None and nproc_uid != 0:
-        pairs.append((resource.RLIMIT_NPROC, count_processes(nproc_uid) + int(limits.pids)))
+    if limits.pids is not None and nproc_base is not None:
+        pairs.append((resource.RLIMIT_NPROC, nproc_base + int(limits.pids)))
     return pairs
 
 
@@ -87,21 +76,10 @@ def soft_hard(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     return out
 
 
-def find_prlimit() -> str | None:
-    return shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin") or shutil.which("prlimit")
-
-
-def prlimit_prefix(pairs: list[tuple[int, int]]) -> list[str] | None:
-    """``prlimit --RES=SOFT:HARD … --`` to exec in front of a command, or None when util-linux
-    ``prlimit`` is missing (then use ``preexec``). prlimit sets the limits on itself and
-    execs the command in the same process, so they hold before its first instruction."""
-    path = find_prlimit()
-    if path is None:
-        return None
-    args = [path]
+def apply_to(pid: int, pairs: list[tuple[int, int]]) -> None:
+    """Set ``pairs`` on process ``pid`` (the sandbox's PID 1, still blocked by bwrap)."""
     for res, soft, hard in soft_hard(pairs):
-        args.append(f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}")
-    return [*args, "--"]
+        resource.prlimit(pid, res, (soft, hard))
 
 
 def preexec(pairs: list[tuple[int, int]]) -> Callable[[], None]:

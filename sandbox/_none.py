@@ -41,7 +41,9 @@ def run_none(
     env = {"PATH": SANDBOX_PATH, "HOME": str(home), "LANG": "C.UTF-8", "TMPDIR": str(tmp)}
     env.update(policy.env)
     _limits.node_options(policy.limits, env)
-    pairs = _limits.rlimit_pairs(policy.limits, os.getuid())
+    uid = os.getuid()
+    running = _limits.count_processes(uid) if uid != 0 else None
+    pairs = _limits.rlimit_pairs(policy.limits, running)
     try:
         sp = Spawned(
             argv, env=env, cwd=str(work), preexec=_limits.preexec(pairs), on_output=on_output

@@ -3,8 +3,8 @@ network namespace to the host's loopback, and nothing else (no routes, no DHCP, 
 inbound ports). Every port option is explicit: ``auto`` would expose every host listener.
 
 As root, pasta drops capabilities before it opens ``--netns``, so it cannot open
-``/proc/PID/ns/net`` of a fully privileged bwrap child: we bind-mount that namespace on a
-file first (what ``ip netns`` does) and hand pasta the file.
+``/proc/PID/ns/net`` of a privileged bwrap child: the namespace is bind-mounted on a file
+first (what ``ip netns`` does) and pasta is handed the file.
 """
 
 from __future__ import annotations
@@ -48,18 +48,17 @@ def _die_with_parent() -> None:
 
 
 class NetnsFile:
-    """A bind mount of ``/proc/PID/ns/net`` on a private file; unmounted on close."""
+    """A bind mount of a network namespace on a private file; unmounted on close."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, source: str) -> None:
         self.dir = tempfile.mkdtemp(prefix="reef-netns-")
         self.path = os.path.join(self.dir, "net")
         open(self.path, "w").close()
-        src = f"/proc/{pid}/ns/net".encode()
-        if _libc.mount(src, self.path.encode(), None, MS_BIND, None) != 0:
+        if _libc.mount(source.encode(), self.path.encode(), None, MS_BIND, None) != 0:
             err = ctypes.get_errno()
             self.close(mounted=False)
             raise SandboxError(
-                f"cannot bind the sandbox network namespace: {os.strerror(err)}",
+                f"cannot pin the sandbox network namespace: {os.strerror(err)}",
                 "run `reef sandbox check`",
             )
 
@@ -88,19 +87,24 @@ def listening(pid: int, port: int) -> bool:
     return False
 
 
-def start(pasta: str, pid: int, ports: Sequence[int], netns_path: str) -> subprocess.Popen[bytes]:
-    """Start pasta on the namespace at ``netns_path``; wait until every port listens."""
+def start(pasta: str, ports: Sequence[int], netns_path: str) -> subprocess.Popen[bytes]:
+    """Start pasta on the namespace pinned at ``netns_path``; ``wait_listening`` waits for
+    it. It dies with the calling thread: ``setpriv --pdeathsig`` sets the parent-death
+    signal and execs pasta, which lets Python vfork (a ``preexec_fn`` makes it fork and wait
+    ~2 ms for the exec); the ``preexec_fn`` is the fallback without setpriv."""
     argv = [pasta, "--runas", "0", *port_options(ports), "--netns", netns_path, "--netns-only"]
-    # setpriv sets the parent-death signal and execs pasta: the same guarantee as a
-    # preexec_fn, without forcing Python to fork instead of vfork.
     setpriv = shutil.which("setpriv")
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         preexec_fn=None if setpriv else _die_with_parent,
     )
+
+
+def wait_listening(proc: subprocess.Popen[bytes], pid: int, ports: Sequence[int]) -> None:
+    """Wait until pasta listens on every port inside ``pid``'s network namespace."""
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = list(ports)
     delay = 0.0002
@@ -122,7 +126,6 @@ def start(pasta: str, pid: int, ports: Sequence[int], netns_path: str) -> subpro
         # (reading two small /proc tables costs far less than oversleeping).
         time.sleep(delay)
         delay = min(delay * 2, 0.001)
-    return proc
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
