@@ -439,15 +439,9 @@ class RecordStore:
     ) -> builtins.list[HarvestedSession]:
         """Harvested sessions, most recently active first. ``session_id`` matches the
         agent's own id or the id Reef's records carry (``record_session_id``)."""
-        clauses: builtins.list[str] = []
-        args: builtins.list[Any] = []
-        if agent is not None:
-            clauses.append("agent = ?")
-            args.append(agent)
-        if session_id is not None:
-            clauses.append("(session_id = ? OR record_session_id = ?)")
-            args += [session_id, session_id]
-        where = "WHERE " + " AND ".join(clauses) if clauses else ""
+        where, args = where_clause(
+            ("agent = ?", agent), ("(session_id = ? OR record_session_id = ?)", session_id)
+        )
         sql = (
             f"SELECT * FROM harvested_sessions {where} "
             "ORDER BY COALESCE(ended_at, started_at, harvested_at) DESC, rowid DESC"
@@ -520,18 +514,21 @@ def _harvest_from_row(row: sqlite3.Row) -> HarvestedSession:
     return HarvestedSession(**data)
 
 
+def where_clause(*conditions: tuple[str, Any]) -> tuple[str, list[Any]]:
+    """``WHERE …`` joining the SQL fragments whose value is not None, and their arguments
+    (every ``?`` of a fragment takes its value); empty when no value is set."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for fragment, value in conditions:
+        if value is not None:
+            clauses.append(fragment)
+            args += [value] * fragment.count("?")
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
 def _filters(
     *, scenario: str | None = None, session_id: str | None = None, since: str | None = None
 ) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    if scenario is not None:
-        clauses.append("scenario = ?")
-        args.append(scenario)
-    if session_id is not None:
-        clauses.append("session_id = ?")
-        args.append(session_id)
-    if since is not None:
-        clauses.append("created_at >= ?")
-        args.append(since)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
+    return where_clause(
+        ("scenario = ?", scenario), ("session_id = ?", session_id), ("created_at >= ?", since)
+    )

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from reef_cli.core.errors import ReefError
-from reef_cli.core.records import RecordStore, now_iso
+from reef_cli.core.records import RecordStore, now_iso, where_clause
 
 MAX_FEEDBACK_CHARS = 64 * 1024
 MAX_METADATA_CHARS = 16 * 1024
@@ -229,18 +229,11 @@ def _stored(
 def list_reports(
     store: RecordStore, *, scenario: str | None = None, record_id: str | None = None
 ) -> list[StoredReport]:
-    sql = "SELECT * FROM reports"
-    args: list[Any] = []
-    clauses = []
-    if scenario is not None:
-        clauses.append("scenario = ?")
-        args.append(scenario)
-    if record_id is not None:
-        clauses.append("id IN (SELECT report_id FROM report_refs WHERE record_id = ?)")
-        args.append(record_id)
-    if clauses:
-        sql += " WHERE " + " AND ".join(clauses)
-    sql += " ORDER BY created_at"
+    where, args = where_clause(
+        ("scenario = ?", scenario),
+        ("id IN (SELECT report_id FROM report_refs WHERE record_id = ?)", record_id),
+    )
+    sql = f"SELECT * FROM reports {where} ORDER BY created_at"
     out = []
     for row in store.conn.execute(sql, args):
         out.append(
