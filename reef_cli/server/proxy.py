@@ -342,14 +342,10 @@ class Proxy:
             ex.status = resp.status
             self._submit(ex)  # queued before the client sees the end of the stream
             yield rest + tail
-        except TimeoutError:
-            ex.status, ex.error = 504, "the upstream stalled mid-stream"
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            ex.status, ex.error = _mid_stream_failure(exc)
             self._submit(ex)
-            yield error_event(dialect, 504, ex.error) + tail
-        except (aiohttp.ClientError, OSError) as exc:
-            ex.status, ex.error = 502, f"the upstream dropped the stream: {_why(exc)}"
-            self._submit(ex)
-            yield error_event(dialect, 502, ex.error) + tail
+            yield error_event(dialect, ex.status, ex.error) + tail
         finally:
             if done:
                 resp.release()
@@ -384,15 +380,9 @@ class Proxy:
             ex.status = resp.status
             self._submit(ex)
             yield out
-        except TimeoutError:
-            ex.status, ex.error = 504, "the upstream stalled mid-stream"
-            out = tr.finish(complete=False) + error_event(dialect, 504, ex.error) + tail
-            ex.chunks.append(out)
-            self._submit(ex)
-            yield out
-        except (aiohttp.ClientError, OSError) as exc:
-            ex.status, ex.error = 502, f"the upstream dropped the stream: {_why(exc)}"
-            out = tr.finish(complete=False) + error_event(dialect, 502, ex.error) + tail
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            ex.status, ex.error = _mid_stream_failure(exc)
+            out = tr.finish(complete=False) + error_event(dialect, ex.status, ex.error) + tail
             ex.chunks.append(out)
             self._submit(ex)
             yield out
@@ -467,6 +457,13 @@ def _maybe_json(data: bytes) -> Any:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def _mid_stream_failure(exc: BaseException) -> tuple[int, str]:
+    """Status and message for an upstream that failed after its stream had begun."""
+    if isinstance(exc, TimeoutError):
+        return 504, "the upstream stalled mid-stream"
+    return 502, f"the upstream dropped the stream: {_why(exc)}"
 
 
 def _why(exc: BaseException) -> str:
