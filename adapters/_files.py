@@ -96,6 +96,16 @@ def read_json_object(path: Path, name: str | None = None) -> dict[str, Any]:
     return parse_json_object(text, str(path), name)
 
 
+def person_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object a shared file holds at uninstall, or None when the person has broken
+    it since: then uninstall leaves their bytes alone rather than failing."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def dump_json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 

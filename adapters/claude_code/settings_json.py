@@ -12,10 +12,9 @@ them and uninstalling removes exactly them; every other key, group and hook stay
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from adapters._files import InstallError, dump_json, parse_json_object
+from adapters._files import InstallError, dump_json, parse_json_object, person_json_object
 
 MARK = "adapters.claude_code.hook"
 EVENTS = ("SessionStart", "UserPromptSubmit")
@@ -77,11 +76,8 @@ def merged(text: str | None, commands: dict[str, str], timeout: int = 30) -> str
 
 def unmerged(text: str) -> str | None:
     """``settings.json`` text without Reef's hooks; None when nothing else is left."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text  # the person broke it since; leave it to them
-    if not isinstance(data, dict):
+    data = person_json_object(text)
+    if data is None:
         return text
     hooks = data.get("hooks")
     if isinstance(hooks, dict):

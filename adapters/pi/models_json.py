@@ -14,7 +14,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from adapters._files import InstallError, dump_json, parse_json_object, read_json_object
+from adapters._files import (
+    InstallError,
+    dump_json,
+    parse_json_object,
+    person_json_object,
+    read_json_object,
+)
 from adapters.base import Routing
 
 PROVIDER = "reef"
@@ -60,11 +66,8 @@ def merged(text: str | None, entry: dict[str, Any], where: str = REL) -> str:
 
 def unmerged(text: str) -> str | None:
     """``text`` without the reef provider (the person's other providers stay)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text  # the person broke it since; leave their bytes alone
-    if not isinstance(data, dict) or not isinstance(data.get("providers"), dict):
+    data = person_json_object(text)
+    if data is None or not isinstance(data.get("providers"), dict):
         return text
     providers = {k: v for k, v in data["providers"].items() if k != PROVIDER}
     if providers:
