@@ -82,13 +82,18 @@ def apply_to(pid: int, pairs: list[tuple[int, int]]) -> None:
         resource.prlimit(pid, res, (soft, hard))
 
 
+def die_with_parent() -> None:
+    """In a child before exec: SIGKILL it when the thread that spawned it ends."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def preexec(pairs: list[tuple[int, int]]) -> Callable[[], None]:
     """A preexec_fn that applies ``pairs`` (never raising the hard limit), resets SIGPIPE
     and ties the child to this thread's life (a dead Reef leaves no sandbox running)."""
     limits = soft_hard(pairs)
 
     def apply() -> None:
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        die_with_parent()
         for res, soft, hard in limits:
             resource.setrlimit(res, (soft, hard))
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -14,7 +14,6 @@ import ctypes
 import ctypes.util
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -23,9 +22,10 @@ from collections.abc import Sequence
 
 from reef_cli.core.errors import SandboxError
 
+from ._limits import die_with_parent
+
 MS_BIND = 4096
 MNT_DETACH = 2
-PR_SET_PDEATHSIG = 1
 START_TIMEOUT_S = 10.0
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -41,10 +41,6 @@ def port_options(ports: Sequence[int]) -> list[str]:
     if not ports:
         args += ["-T", "none"]
     return [*args, "--no-map-gw", "--no-dhcp", "--no-dhcpv6", "--no-ndp", "--no-ra"]
-
-
-def _die_with_parent() -> None:
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class NetnsFile:
@@ -99,7 +95,7 @@ def start(pasta: str, ports: Sequence[int], netns_path: str) -> subprocess.Popen
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        preexec_fn=None if setpriv else _die_with_parent,
+        preexec_fn=None if setpriv else die_with_parent,
     )
 
 
