@@ -7,6 +7,8 @@ Each case runs in a tight loop of its own, as the issue's reference figures were
 and a pause before each sample makes a bare `true` pay for a cold CPU; both flatter the
 ratios.
 As root, "pasta alone" shows pasta's own floor: spawn to listening on a ready namespace.
+"fresh python" pairs show what a new process's first run adds (it starts the caller's
+watchdog, once per process).
 
     /work/main/.venv/bin/python bench/sandbox_overhead.py [--runs N]
 """
@@ -114,6 +116,23 @@ def main() -> None:
                     lambda: _ok(sandbox.run([true], wd, allow=[("127.0.0.1", port)])),
                 )
             )
+        # A fresh process's first run also starts the caller's watchdog (once per process).
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        first = f"import sandbox; sandbox.run([{true!r}], {wd!r})"
+        cases.append(
+            (
+                "fresh python: import sandbox (reference)",
+                lambda: subprocess.run(
+                    [sys.executable, "-c", "import sandbox"], env=env, check=True
+                ),
+            )
+        )
+        cases.append(
+            (
+                "fresh python: import sandbox + first run",
+                lambda: subprocess.run([sys.executable, "-c", first], env=env, check=True),
+            )
+        )
     pasta = shutil.which("pasta")
     if pasta and os.geteuid() == 0:
         timers.append(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reef_cli.core.errors import SandboxError
 
-from ._binds import is_system
+from ._binds import Protected, is_system
 from ._check import CheckRow, check, doctor_rows
 from ._mode import resolve_mode
 from ._policy import Limits, Policy, Result
@@ -81,4 +81,5 @@ def _check_workdir(path: Path) -> Path:
             f"work dir {wd} is, or contains, a system or home directory",
             "use a dedicated directory (e.g. a fresh copy of the project)",
         )
+    Protected.now().check_bind(wd, "the work dir")
     return wd

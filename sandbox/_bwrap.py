@@ -11,6 +11,10 @@ cannot reach such paths.) As a normal user, bwrap makes its own user namespace.
 bwrap always holds the sandbox's PID 1 on ``--block-fd`` until Reef has set the rlimits on
 it with prlimit(2) (and, with an allowed port, until pasta listens); it reports that pid on
 ``--info-fd``.
+
+Each run has its own locked temp dir (``_runs``: the HOME, the pinned netns, what was
+lent) and is registered, before bwrap starts, with the caller's watchdog (``_watchdog``),
+which kills and cleans up the run if the caller dies; the next run's sweep is the fallback.
 """
 
 from __future__ import annotations
@@ -18,16 +22,21 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from subprocess import Popen
 
 from reef_cli.core.errors import SandboxError, SandboxUnavailable
 
-from . import _limits, _pasta
-from ._binds import SANDBOX_PATH, ancestors_args, program_binds, top_level_args
+from . import _limits, _pasta, _runs, _watchdog
+from ._binds import (
+    SANDBOX_PATH,
+    Protected,
+    ancestors_args,
+    find_program,
+    program_binds,
+    top_level_args,
+)
 from ._mode import find_setpriv, require_bwrap, require_pasta, sandbox_ids
 from ._owner import Lease
 from ._policy import Policy, Result
@@ -37,6 +46,7 @@ HOME = "/home/sandbox"
 INNER_ID = "1000"
 BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 START_TIMEOUT_S = 10.0
+RUN_TAG = "REEF_SANDBOX_RUN"
 
 
 def sandbox_env(policy: Policy) -> dict[str, str]:
@@ -63,15 +73,26 @@ def build_args(
     own_netns: bool,
     info_fd: int,
     block_fd: int,
+    token: str = "",
+    guard: Protected | None = None,
 ) -> list[str]:
     """The full bwrap command line. ``root_ids``: the host uid/gid a root caller's command
     drops to (None: not root); ``own_netns``: False when pasta wraps bwrap and owns the
-    network namespace."""
+    network namespace; ``token``: the run's tag on bwrap's command line (``_runs``)."""
+    guard = guard or Protected.now()
     args = [bwrap, *top_level_args()]
-    args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/var/tmp"]
+    # One capped tmpfs (RLIMIT_AS does not count tmpfs pages): /var/tmp is a link to it.
+    tmp_bytes = str(policy.limits.tmp_cap_mb * _limits.MB)
+    args += ["--perms", "1777", "--size", tmp_bytes, "--tmpfs", "/tmp"]
+    args += ["--perms", "0755", "--dir", "/var", "--symlink", "/tmp", "/var/tmp"]
     args += ["--proc", "/proc", "--dev", "/dev"]
+    found, on_path = find_program(argv[0], env.get("PATH"))
+    if found and not on_path:
+        argv = [found, *argv[1:]]  # found on the caller's PATH only: run it by path
     binds: list[Path] = []
-    for b in [*program_binds(argv[0], env.get("PATH")), *policy.ro_binds]:
+    for b in policy.ro_binds:
+        guard.check_bind(b, "the read-only bind")
+    for b in [*program_binds(argv[0], env.get("PATH"), guard), *policy.ro_binds]:
         if b not in binds:
             binds.append(b)
     args += ancestors_args([*map(str, binds), HOME, str(workdir)], set())
@@ -91,6 +112,9 @@ def build_args(
     args += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
+    if token:
+        # Tags bwrap's command line (and so its held PID 1's) without reaching the command.
+        args += ["--setenv", RUN_TAG, token, "--unsetenv", RUN_TAG]
     args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd), "--"]
     if root_ids is not None:
         uid, gid = root_ids
@@ -134,7 +158,9 @@ def run_bwrap(
 
 
 class _Run:
-    """One sandboxed run: its pipes, helper processes and temp dirs, all released by go()."""
+    """One sandboxed run: its run dir, pipes, helper processes, all released by go().
+
+    If the caller dies instead, its watchdog (or the next run's sweep) releases them."""
 
     def __init__(
         self,
@@ -147,15 +173,14 @@ class _Run:
     ) -> None:
         self.bwrap, self.pasta, self.argv = bwrap, pasta, list(argv)
         self.workdir, self.policy, self.root_ids = workdir, policy, root_ids
-        self.own_home = policy.home is None
-        self.home = (
-            Path(tempfile.mkdtemp(prefix="reef-home-")) if policy.home is None else policy.home
-        )
         self.fds: set[int] = set()
         self.leases: list[Lease] = []
+        self.lent = False
         self.sp: Spawned | None = None
         self.pasta_proc: Popen[bytes] | None = None
         self.netns: _pasta.NetnsFile | None = None
+        self.run: _runs.RunDir | None = None
+        self.watched = False
 
     def pipe(self) -> tuple[int, int]:
         r, w = os.pipe()
@@ -175,8 +200,24 @@ class _Run:
 
     def _go(self, on_output: OnOutput | None) -> Result:
         policy, ids = self.policy, self.root_ids
+        guard = Protected.now()
+        if policy.home is not None:
+            guard.check_bind(policy.home, "the sandbox HOME")
+        run = self.run = _runs.RunDir()
+        _runs.sweep(skip=run.path)
+        if policy.home is None:
+            home = run.path / "home"
+            home.mkdir(mode=0o700)
+        else:
+            home = policy.home
         if ids is not None:
-            self.leases = [Lease(self.workdir, *ids), Lease(self.home, *ids)]
+            self.leases = [Lease.survey(self.workdir), Lease.survey(home)]
+        # Recorded before anything is lent, so a dead caller's run can be undone.
+        run.save(self.workdir, self.leases)
+        if ids is not None:
+            self.lent = True
+            for lease in self.leases:
+                lease.lend(*ids)
         info_r, info_w = self.pipe()
         block_r, block_w = self.pipe()
         # As root, pasta joins the sandbox's namespace while bwrap holds PID 1; as a normal
@@ -185,16 +226,19 @@ class _Run:
             self.bwrap,
             self.argv,
             self.workdir,
-            self.home,
+            home,
             policy,
             sandbox_env(policy),
             root_ids=ids,
             own_netns=self.pasta is None or ids is not None,
             info_fd=info_w,
             block_fd=block_r,
+            token=run.token,
+            guard=guard,
         )
         if self.pasta is not None and ids is None:
             args = [self.pasta, *_pasta.port_options(policy.ports), "--", *args]
+        self.watched = _watchdog.register(run.path, block_w)
         sp = self.sp = Spawned(
             args, env=dict(BWRAP_ENV), pass_fds=[info_w, block_r], on_output=on_output
         )
@@ -208,9 +252,9 @@ class _Run:
         child = int(info["child-pid"])
         _limits.apply_to(child, _limits.rlimit_pairs(policy.limits, self._nproc_base()))
         if self.pasta is not None and ids is not None:
-            self.netns = _pasta.NetnsFile(f"/proc/{child}/ns/net")
+            self.netns = _pasta.NetnsFile(f"/proc/{child}/ns/net", str(run.path / "netns"))
             self.pasta_proc = _pasta.start(self.pasta, policy.ports, self.netns.path)
-            _pasta.wait_listening(self.pasta_proc, child, policy.ports)
+            _pasta.wait_listening(self.pasta_proc, child, policy.ports, self.pasta)
         os.write(block_w, b"1")
         self.close(block_w)
         rc, timed_out = sp.wait(policy.limits.wall_s)
@@ -235,10 +279,13 @@ class _Run:
             self.netns.close()
         for fd in list(self.fds):
             self.close(fd)
-        for lease in self.leases:
-            lease.give_back()
-        if self.own_home:
-            shutil.rmtree(self.home, ignore_errors=True)
+        if self.lent:
+            for lease in self.leases:
+                lease.give_back()
+        if self.run is not None:
+            self.run.close()
+            if self.watched:
+                _watchdog.unregister(self.run.path)
 
 
 _CHECK = "run `reef sandbox check` to see what this machine supports"

@@ -149,7 +149,7 @@ def check() -> list[CheckRow]:
                     "loopback port via pasta",
                     ok2,
                     detail2,
-                    "" if ok2 else "apt-get install passt; see detail",
+                    "" if ok2 else "pasta is installed; its own reason is in the detail",
                 )
             )
     rows.append(
@@ -157,7 +157,8 @@ def check() -> list[CheckRow]:
             "limits",
             True,
             "rlimits (cpu, address space, file size, open files, "
-            "nproc for a non-root uid), wall clock via session kill; no cgroups",
+            "nproc for a non-root uid), a capped /tmp tmpfs, wall clock via session kill; "
+            "no cgroups",
         )
     )
     return rows

@@ -44,11 +44,14 @@ def port_options(ports: Sequence[int]) -> list[str]:
 
 
 class NetnsFile:
-    """A bind mount of a network namespace on a private file; unmounted on close."""
+    """A bind mount of a network namespace on a private file; unmounted on close.
 
-    def __init__(self, source: str) -> None:
-        self.dir = tempfile.mkdtemp(prefix="reef-netns-")
-        self.path = os.path.join(self.dir, "net")
+    ``path``: where to pin it (the run's dir, so a dead caller's sweep finds and unmounts
+    it); default a fresh temp dir of its own."""
+
+    def __init__(self, source: str, path: str | None = None) -> None:
+        self.dir = None if path else tempfile.mkdtemp(prefix="reef-netns-")
+        self.path = path or os.path.join(str(self.dir), "net")
         open(self.path, "w").close()
         if _libc.mount(source.encode(), self.path.encode(), None, MS_BIND, None) != 0:
             err = ctypes.get_errno()
@@ -63,8 +66,9 @@ class NetnsFile:
             _libc.umount2(self.path.encode(), MNT_DETACH)
         with contextlib.suppress(OSError):
             os.unlink(self.path)
-        with contextlib.suppress(OSError):
-            os.rmdir(self.dir)
+        if self.dir is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.dir)
 
 
 def listening(pid: int, port: int) -> bool:
@@ -90,16 +94,24 @@ def start(pasta: str, ports: Sequence[int], netns_path: str) -> subprocess.Popen
     ~2 ms for the exec); the ``preexec_fn`` is the fallback without setpriv."""
     argv = [pasta, "--runas", "0", *port_options(ports), "--netns", netns_path, "--netns-only"]
     setpriv = shutil.which("setpriv")
-    return subprocess.Popen(
-        [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=None if setpriv else die_with_parent,
-    )
+    try:
+        return subprocess.Popen(
+            [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=None if setpriv else die_with_parent,
+        )
+    except OSError as exc:
+        raise SandboxError(
+            f"pasta ({pasta}) is installed but cannot be started: {exc.strerror}",
+            "check its permissions, or reinstall passt",
+        ) from exc
 
 
-def wait_listening(proc: subprocess.Popen[bytes], pid: int, ports: Sequence[int]) -> None:
+def wait_listening(
+    proc: subprocess.Popen[bytes], pid: int, ports: Sequence[int], pasta: str = "pasta"
+) -> None:
     """Wait until pasta listens on every port inside ``pid``'s network namespace."""
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = list(ports)
@@ -109,19 +121,62 @@ def wait_listening(proc: subprocess.Popen[bytes], pid: int, ports: Sequence[int]
         if not waiting:
             break
         if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
+            timed_out = proc.poll() is None
+            if timed_out:
                 proc.kill()
-            err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace").strip()
+            err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
             stop(proc)
-            why = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-            raise SandboxError(
-                f"pasta did not forward port(s) {waiting}: {why}",
-                "run `reef sandbox check`; apt-get install passt",
-            )
+            raise failed(pasta, waiting, err, timed_out, proc.returncode)
         # pasta needs tens of ms to listen; a fine, capped back-off notices it within ~1 ms
         # (reading two small /proc tables costs far less than oversleeping).
         time.sleep(delay)
         delay = min(delay * 2, 0.001)
+
+
+# pasta's own words for a host it cannot work on -> what to do about it
+_KNOWN_CAUSES = (
+    (
+        ("external interface not usable", "no routable interface", "no interface"),
+        "pasta needs a host network interface with a route (a default route), and this "
+        "network namespace has only loopback: run Reef where the host has one, or allow no port",
+    ),
+    (
+        ("/dev/net/tun", "tun"),
+        "pasta cannot use /dev/net/tun: make it available (mknod /dev/net/tun c 10 200, "
+        "mode 0666) or run Reef as root",
+    ),
+    (
+        ("permission denied", "operation not permitted"),
+        "pasta was refused a namespace operation: check AppArmor/SELinux and seccomp "
+        "profiles for pasta, then run `reef sandbox check`",
+    ),
+)
+
+
+def failed(
+    pasta: str, ports: Sequence[int], stderr: str, timed_out: bool, returncode: int | None
+) -> SandboxError:
+    """Why pasta did not forward ``ports``: its own last line of stderr, and a fix for it.
+
+    A missing pasta is reported before it is started (``_mode.require_pasta``); this is an
+    installed pasta that failed, so the fix is never "install it"."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("Failed to send") or len(lines) == 1]
+    if timed_out:
+        why = f"it did not listen within {START_TIMEOUT_S:.0f} s" + (
+            f" ({lines[-1]})" if lines else ""
+        )
+    else:
+        why = lines[-1] if lines else f"it exited with status {returncode} and no message"
+    low = why.lower()
+    fix = next(
+        (hint for words, hint in _KNOWN_CAUSES if any(w in low for w in words)),
+        "see pasta's message above; `reef sandbox check` tries a forwarded port for real",
+    )
+    return SandboxError(
+        f"pasta ({pasta}) is installed but failed to forward port(s) {list(ports)}: {why}",
+        fix,
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

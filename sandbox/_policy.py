@@ -12,6 +12,8 @@ from pathlib import Path
 from reef_cli.core.errors import SandboxError
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+TMP_SHARE = 4  # default /tmp cap: a quarter of the memory limit
+TMP_MIN_MB = 64
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,10 @@ class Limits:
     for Node agents use ``Limits.for_node()``, which caps the V8 heap instead.
     ``pids`` is RLIMIT_NPROC for the sandbox's host uid (never enforced for root, which is
     why a root caller's sandbox runs as an unprivileged uid).
+    ``tmp_mb`` caps the sandbox's private RAM-backed storage - ``/tmp``, ``/var/tmp`` and
+    ``/dev/shm`` share one tmpfs - which RLIMIT_AS does not count; ``None`` means a quarter
+    of the memory limit (``memory_mb``, else ``node_heap_mb``), at least 64 MiB. It cannot
+    be switched off: a run's RAM is at most its memory limit plus ``tmp_mb``.
     """
 
     wall_s: float | None = 600.0
@@ -31,6 +37,22 @@ class Limits:
     file_mb: int | None = 1024
     pids: int | None = 256
     open_files: int | None = 1024
+    tmp_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tmp_mb is not None and int(self.tmp_mb) < 1:
+            raise SandboxError(
+                f"tmp_mb={self.tmp_mb}: the sandbox /tmp needs at least 1 MiB",
+                "pass tmp_mb >= 1, or None for a share of the memory limit",
+            )
+
+    @property
+    def tmp_cap_mb(self) -> int:
+        """The /tmp cap in MiB this run gets (``tmp_mb``, or its default share)."""
+        if self.tmp_mb is not None:
+            return int(self.tmp_mb)
+        base = self.memory_mb if self.memory_mb is not None else self.node_heap_mb
+        return max(TMP_MIN_MB, int(base if base is not None else 4096) // TMP_SHARE)
 
     @classmethod
     def for_node(cls, heap_mb: int = 2048, **kw: object) -> Limits:

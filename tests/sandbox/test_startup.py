@@ -5,6 +5,7 @@ gone after a run although it is reaped lazily."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,45 +48,128 @@ def test_nproc_counts_only_what_the_policy_allows(work: Path) -> None:
     assert 33 <= soft <= 33 + len(os.listdir("/proc")), row
 
 
-def _kill_caller_mid_run(work: Path, allow: bool) -> None:
-    """Start a caller whose sandbox sleeps, SIGKILL the caller, and check that neither the
-    sandboxed command nor (with a port allowed) its pasta outlives it."""
+# Code the caller runs (argv: work dir, tag, allow, hold). ``hold`` keeps bwrap held on
+# --block-fd: "rlimits" while the rlimits are set, "pasta" while pasta starts; the caller
+# prints HELD and is killed there. The marker is assembled in the caller, so only the
+# sandbox's command lines (bwrap's, its held PID 1's, the command's) hold it.
+CALLER = """
+import socket, sys, time, sandbox
+from sandbox import _limits, _pasta
+wd, tag, allow, hold = sys.argv[1:5]
+
+def held(fn):
+    def wrapper(*a, **k):
+        out = fn(*a, **k)
+        print("HELD", flush=True)
+        time.sleep(300)
+        return out
+    return wrapper
+
+if hold == "rlimits":
+    _limits.apply_to = held(_limits.apply_to)
+if hold == "pasta":
+    _pasta.start = held(_pasta.start)
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+ports = [("127.0.0.1", srv.getsockname()[1])] if allow == "1" else []
+cmd = ["sh", "-c", "sleep 300 # reef-caller-death-" + tag]
+sandbox.run(cmd, wd, allow=ports)
+"""
+
+
+def _runs_for(work: Path) -> list[Path]:
+    """Reef's run dirs for ``work`` (other sandboxes may run on this host meanwhile)."""
+    from sandbox import _runs
+
+    found = []
+    for run in _runs.base_dir().glob("run-*"):
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads((run / "run.json").read_text())["workdir"] == str(work):
+                found.append(run)
+    return found
+
+
+def _commands(marker: str) -> list[int]:
+    """The sandboxed command itself (``sh -c …``), not bwrap, whose argv holds it too."""
+    found = []
+    for pid in host_pids_with(marker):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if fh.read().startswith(b"sh\0-c\0"):
+                found.append(pid)
+    return found
+
+
+def _running(pid: int) -> bool:
+    """``pid`` is still a live (not zombie) setpriv/pasta process."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            comm, rest = fh.read().rsplit(")", 1)
+    except OSError:
+        return False
+    alive = rest.split()[0] != "Z"
+    return alive and any(name in comm for name in ("pasta", "passt", "setpriv"))
+
+
+def _kill_caller_mid_run(work: Path, allow: bool, hold: str = "") -> None:
+    """Start a caller whose sandbox sleeps (or is still held), SIGKILL the caller, and check
+    that neither the sandbox nor (with a port allowed) its pasta outlives it, and that the
+    work dir is handed back and the run's temp dir removed."""
     tag = uuid.uuid4().hex
     marker = f"reef-caller-death-{tag}"
-    # The marker is assembled in the caller, so only the sandboxed command line holds it.
-    code = (
-        "import socket, sys, sandbox\n"
-        "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
-        "allow = [('127.0.0.1', srv.getsockname()[1])] if sys.argv[3] == '1' else []\n"
-        "cmd = ['sh', '-c', 'sleep 300 # reef-caller-death-' + sys.argv[2]]\n"
-        "sandbox.run(cmd, sys.argv[1], allow=allow)\n"
-    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-c", code, str(work), tag, "1" if allow else "0"]
-    pastas_before = set(host_pids_with("reef-netns-"))
-    caller = subprocess.Popen(argv, env=env)
+    argv = [sys.executable, "-c", CALLER, str(work), tag, "1" if allow else "0", hold]
+    owner = os.stat(work).st_uid
+    caller = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
     try:
+        if hold:
+            assert caller.stdout is not None
+            assert caller.stdout.readline().strip() == "HELD", "the caller never held bwrap"
         deadline = time.monotonic() + 20
-        while not host_pids_with(f"# {marker}") and time.monotonic() < deadline:
+        while not host_pids_with(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert host_pids_with(f"# {marker}"), "the sandboxed command never started"
+        assert host_pids_with(marker), "the sandbox never started"
+        if not hold:
+            while not _commands(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _commands(marker), "the sandboxed command never started"
+        runs = _runs_for(work)
+        assert len(runs) == 1, runs
+        # pasta's command line names the run's dir (its pinned namespace file); it reads
+        # empty for a moment while pasta re-execs itself, hence the wait.
+        netns = f"{runs[0]}/netns"
+        while allow and not host_pids_with(netns) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pastas = host_pids_with(netns)
+        assert bool(pastas) == allow, f"pasta processes: {pastas}"
+        if hold:
+            # held: bwrap and its PID 1 are there, the command has not started
+            assert _commands(marker) == []
         caller.send_signal(signal.SIGKILL)
         caller.wait()
+        killed_at = time.time()
         deadline = time.monotonic() + 5
-        while host_pids_with(f"# {marker}") and time.monotonic() < deadline:
+        while host_pids_with(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert host_pids_with(f"# {marker}") == []
-        if allow:
-            while set(host_pids_with("reef-netns-")) - pastas_before:
-                assert time.monotonic() < deadline + 5, "pasta outlived its caller"
-                time.sleep(0.05)
+        assert host_pids_with(marker) == [], "bwrap or the command outlived its caller"
+        while [p for p in pastas if _running(p)] or host_pids_with(netns):
+            assert time.monotonic() < deadline + 5, "pasta outlived its caller"
+            time.sleep(0.05)
+        # The watchdog hands the work dir back and removes the run's dir right away.
+        while (runs[0].exists() or os.stat(work).st_uid != owner) and (
+            time.monotonic() < deadline + 10
+        ):
+            time.sleep(0.05)
+        assert os.stat(work).st_uid == owner, "the work dir was not handed back"
+        assert _runs_for(work) == [] and not runs[0].exists(), (
+            f"{runs[0]} was left (caller killed at {killed_at:.3f}): "
+            f"{[(d, f) for d, _, f in os.walk(runs[0])]}"
+        )
     finally:
         if caller.poll() is None:
             caller.kill()
             caller.wait()
-        # Whatever survived (an xfail below) must not leak into the next test.
-        for pid in host_pids_with(f"# {marker}") + [
-            p for p in host_pids_with("reef-netns-") if p not in pastas_before
+        # Whatever survived (a failure above) must not leak into the next test.
+        for pid in host_pids_with(marker) + [
+            p for run in _runs_for(work) for p in host_pids_with(f"{run}/netns")
         ]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -95,20 +180,36 @@ def test_sandbox_dies_with_its_caller(work: Path) -> None:
 
 
 @needs_pasta
-@pytest.mark.xfail(
-    strict=False,
-    reason="known gap (docs/sandbox.md): when bwrap holds the sandbox on --block-fd for tens "
-    "of ms (pasta starting) and the machine is loaded, the sandbox's PID 1 can survive its "
-    "caller's SIGKILL; reproduced with the previous sandbox/ too",
-)
 def test_sandbox_and_pasta_die_with_their_caller(work: Path) -> None:
     _kill_caller_mid_run(work, allow=True)
 
 
+def test_a_held_sandbox_dies_with_its_caller(work: Path) -> None:
+    # Before the watchdog, an EOF on --block-fd (the dead caller's end) released the held
+    # sandbox with no parent-death signal set: the command ran on, reparented to init.
+    _kill_caller_mid_run(work, allow=False, hold="rlimits")
+
+
 @needs_pasta
-def test_pasta_does_not_outlive_the_run(work: Path) -> None:
+def test_a_sandbox_held_for_pasta_dies_with_its_caller(work: Path) -> None:
+    _kill_caller_mid_run(work, allow=True, hold="pasta")
+
+
+@needs_pasta
+def test_pasta_does_not_outlive_the_run(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
+    from sandbox import _pasta
+
+    started: list[int] = []
+    start = _pasta.start
+
+    def spy(*args: Any, **kw: Any) -> subprocess.Popen[bytes]:
+        proc = start(*args, **kw)
+        started.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(_pasta, "start", spy)
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -117,7 +218,16 @@ def test_pasta_does_not_outlive_the_run(work: Path) -> None:
     finally:
         srv.close()
     assert res.returncode == 0, res.stderr
+    assert len(started) == 1
+
+    def alive() -> bool:
+        try:
+            with open(f"/proc/{started[0]}/cmdline", "rb") as fh:
+                return b"pasta" in fh.read()
+        except OSError:
+            return False
+
     deadline = time.monotonic() + 5
-    while host_pids_with("reef-netns-") and time.monotonic() < deadline:
+    while alive() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert host_pids_with("reef-netns-") == []
+    assert not alive()
