@@ -1,19 +1,31 @@
 # ruff: noqa: E501
 """What `reef serve` adds on top of a model server, measured side by side in one run.
 
-    .venv/bin/python bench/proxy_overhead.py [--duration 5] [--litellm /tmp/litellm-venv/bin/litellm]
+    .venv/bin/python bench/proxy_overhead.py [--duration 5] [--litellm PATH | --no-litellm]
+        [--variants journal-off,no-record,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
 
 Starts a fast scripted upstream (uvicorn + bare Starlette: answers at once, 20 SSE chunks
 when streaming), then measures, with wrk as the load generator:
 
   direct      the upstream itself
   bare relay  bench/bare_relay.py (~30 lines: Starlette + aiohttp, nothing else)
-  reef serve  the real server, auth on, recording every exchange to SQLite
+  reef serve  the real server, auth on, recording every exchange to SQLite, with the
+              receipt journal on (durability: every receipt survives a SIGKILL)
+  reef: X     reef serve with one thing changed (--variants), to find what the tail costs:
+              journal-off (no receipt journal), no-record (--no-record), gc-freeze
+              (gc.freeze() after start-up), gc-off (no cyclic GC), switch-default
+              (Python's 5 ms GIL switch interval instead of reef's 0.2 ms), switch-50us,
+              executemany (rows inserted with executemany, one GIL round trip per row)
   nginx       proxy_pass (where nginx is installed)
-  litellm     the LiteLLM proxy, no database (where installed; pass --litellm PATH)
+  litellm     the LiteLLM proxy, no database, one worker: --litellm PATH, else the bench
+              installs litellm[proxy] (Reef's pinned version) into a venv in --cache-dir
+  portkey     the Portkey AI gateway (npm @portkey-ai/gateway, run with Reef's pinned
+              Node); the bench installs it into --cache-dir on first use
+  A peer that cannot be installed or started is skipped with the reason.
 
-Reports added latency p50/p99 at concurrency 1 (vs direct), requests/s at concurrency 16,
-and streaming time-to-first-chunk, and prints reef's ratios against the bare relay.
+Reports latency p50/p99 at concurrency 1 (and added vs direct), requests/s and p99 at
+concurrency 16, and streaming time-to-first-chunk, and prints reef's ratios against the
+bare relay. A row whose wrk output cannot be parsed says so; the bench goes on.
 Figures go in docs/performance.md; they are not test assertions.
 """
 
@@ -75,12 +87,61 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", a
 """
 
 REEF_APP = r"""
-import sys
+import functools, gc, sys
+from reef_cli.server import app as app_module, proxy as proxy_module
 from reef_cli.server.config import ServeConfig
+from reef_cli.server.recorder import Recorder
 from reef_cli.server.run import serve
-serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2] + "/v1", upstream_dialect="openai"),
+
+variant = sys.argv[3] if len(sys.argv) > 3 else ""
+if variant == "journal-off":
+    app_module.Recorder = functools.partial(Recorder, durable=False)
+if variant == "switch-default":
+    sys.setswitchinterval = lambda interval: None  # keep Python's 5 ms
+if variant == "switch-50us":
+    sys.setswitchinterval = lambda interval, set_=sys.setswitchinterval: set_(0.00005)
+if variant == "gc-off":
+    gc.disable()
+if variant == "executemany":  # the insert before the multi-row statement
+    from reef_cli.core import records
+
+    def insert_many(self, recs):
+        if not recs:
+            return
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(records._upsert(1), [records._row_values(r) for r in recs])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    records.RecordStore.insert_many = insert_many
+if variant == "gc-freeze":
+    started = proxy_module.Proxy.start
+
+    async def start_then_freeze(self):
+        await started(self)
+        gc.collect()
+        gc.freeze()  # start-up objects leave the collector's generations
+
+    proxy_module.Proxy.start = start_then_freeze
+serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2] + "/v1", upstream_dialect="openai",
+                  record=variant != "no-record"),
       announce=lambda s: None)
 """
+VARIANTS = (
+    "journal-off",
+    "no-record",
+    "gc-freeze",
+    "gc-off",
+    "switch-default",
+    "switch-50us",
+    "executemany",
+)
+PORTKEY_PACKAGE = "@portkey-ai/gateway@1.15.2"
+LITELLM_VERSION = "1.110.2"  # when the bench runs outside Reef's venv
 
 NGINX_CONF = """
 worker_processes 1;
@@ -137,9 +198,46 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
     raise RuntimeError(f"port {port} did not open")
 
 
-def parse_ms(text: str) -> float:
-    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+class Unparsable(RuntimeError):
+    """wrk ran but its output lacks a figure (no request finished, a crash, a new format)."""
+
+
+UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def parse_ms(text: str | None) -> float | None:
+    """wrk's latency text (``812.00us``, ``1.20ms``, ``2.01s``, ``1.50m``) in ms, else None."""
+    if not text:
+        return None
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text.strip())
+    if match is None:
+        return None
+    try:
+        return float(match.group(1)) * UNITS[match.group(2)]
+    except ValueError:
+        return None
+
+
+def _figure(pattern: str, out: str) -> str | None:
+    match = re.search(pattern, out)
+    return match.group(1) if match else None
+
+
+def parse_wrk(out: str) -> dict[str, float]:
+    """Requests/s, p50 and p99 from ``wrk --latency`` output; ``Unparsable`` if any is missing."""
+    rps_text = _figure(r"Requests/sec:\s+([\d.]+)", out)
+    # Only the "Latency Distribution" lines: the Thread Stats line ends in "+/- Stdev"
+    # percentages such as "93.50%" that a loose "50%" pattern picks up (the old crash).
+    dist = out.split("Latency Distribution", 1)[1] if "Latency Distribution" in out else ""
+    p50 = parse_ms(_figure(r"(?m)^\s*50%\s+(\S+)\s*$", dist))
+    p99 = parse_ms(_figure(r"(?m)^\s*99%\s+(\S+)\s*$", dist))
+    if rps_text is None or p50 is None or p99 is None:
+        first = next((line.strip() for line in out.splitlines() if line.strip()), "no output")
+        raise Unparsable(
+            f"cannot parse wrk output (requests/s {rps_text!r}, p50 {p50!r}, p99 {p99!r}); "
+            f"it begins: {first[:120]!r}"
+        )
+    return {"rps": float(rps_text), "p50": p50, "p99": p99}
 
 
 def wrk(
@@ -148,14 +246,18 @@ def wrk(
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", "-s", str(lua)]
     for k, v in headers.items():
         cmd += ["-H", f"{k}: {v}"]
-    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = parse_ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = parse_ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    try:
+        run = subprocess.run([*cmd, url], capture_output=True, text=True, timeout=duration + 60)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{url}: wrk did not finish") from exc
+    out = run.stdout + run.stderr
+    if run.returncode != 0:
+        raise RuntimeError(f"{url}: wrk exited {run.returncode}: {out.strip()[:200]}")
+    result = parse_wrk(out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if non2xx:
         raise RuntimeError(f"{url}: {non2xx.group(1)} non-2xx answers\n{out}")
-    return {"rps": rps, "p50": p50, "p99": p99}
+    return result
 
 
 def first_chunk_ms(host: str, port: int, path: str, headers: dict[str, str], n: int) -> float:
@@ -172,7 +274,10 @@ def first_chunk_ms(host: str, port: int, path: str, headers: dict[str, str], n: 
         resp = conn.getresponse()
         resp.read1(1) if hasattr(resp, "read1") else resp.read(1)
         times.append((time.perf_counter() - start) * 1000)
-        resp.read()
+        rest = resp.read()
+        if resp.status != 200 or "event-stream" not in (resp.getheader("content-type") or ""):
+            conn.close()
+            raise ValueError(f"a stream was answered {resp.status}: {rest[:100]!r}")
     conn.close()
     return statistics.median(times[5:])
 
@@ -181,11 +286,21 @@ def check_streaming(port: int, path: str, headers: dict[str, str]) -> bool:
     """Upstream sends 5 chunks 50 ms apart: the first must arrive long before the last."""
     import http.client
 
-    body = json.dumps({"model": "m", "stream": True, "slow": True, "messages": []})
+    # "slow" in the message too: gateways that drop unknown fields (Portkey) still pass it on
+    body = json.dumps(
+        {
+            "model": "m",
+            "stream": True,
+            "slow": True,
+            "messages": [{"role": "user", "content": "slow"}],
+        }
+    )
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     start = time.perf_counter()
     conn.request("POST", path, body=body, headers={"content-type": "application/json", **headers})
     resp = conn.getresponse()
+    if resp.status != 200:
+        raise ValueError(f"a stream was answered {resp.status}: {resp.read()[:100]!r}")
     first = None
     while True:
         data = resp.read1(65536)
@@ -198,13 +313,118 @@ def check_streaming(port: int, path: str, headers: dict[str, str]) -> bool:
     return first is not None and total > 0.2 and first < 0.1
 
 
+class Skip(Exception):
+    """A peer that cannot run here; the message says why."""
+
+
+def portkey_entry(cache: Path) -> tuple[str, str]:
+    """(node, start-server.js) of the Portkey gateway, installed into ``cache`` by npm on
+    first use with Reef's pinned Node (reef_cli/core/tools.py) first on PATH."""
+    sys.path.insert(0, str(ROOT))
+    from reef_cli.core import tools
+
+    node = tools.find("node")
+    if node is None:
+        raise Skip("node is not installed (scripts/install_agents.sh pins Node 22 in .tools/)")
+    entry = cache / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+    if not entry.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise Skip("npm is not installed (apt-get install npm)")
+        cache.mkdir(parents=True, exist_ok=True)
+        path = f"{Path(node).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        print(f"installing {PORTKEY_PACKAGE} into {cache} ...", flush=True)
+        try:
+            run = subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--prefix",
+                    str(cache),
+                    "--no-audit",
+                    "--no-fund",
+                    "--ignore-scripts",
+                    "--omit=dev",
+                    "--no-save",
+                    PORTKEY_PACKAGE,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env={**os.environ, "PATH": path},
+            )
+        except subprocess.TimeoutExpired:
+            raise Skip("npm install took over 10 minutes") from None
+        if run.returncode != 0 or not entry.exists():
+            tail = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise Skip(f"npm install {PORTKEY_PACKAGE} failed: {tail[0][:200]}")
+    return node, str(entry)
+
+
+def litellm_binary(cache: Path) -> str:
+    """The LiteLLM proxy of Reef's pinned litellm version, in a venv under ``cache``
+    (created with pip on first use; Reef's own venv lacks the proxy extras)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("litellm")
+    except metadata.PackageNotFoundError:
+        version = LITELLM_VERSION
+    venv = cache / f"litellm-{version}"
+    binary = venv / "bin" / "litellm"
+    if binary.exists():
+        return str(binary)
+    print(f"installing litellm[proxy]=={version} into {venv} ...", flush=True)
+    try:
+        subprocess.run([PY, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+        run = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", f"litellm[proxy]=={version}"],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        raise Skip(f"cannot create a venv for litellm: {exc}") from None
+    if run.returncode != 0 or not binary.exists():
+        tail = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["no output"]
+        shutil.rmtree(venv, ignore_errors=True)
+        raise Skip(f"pip install litellm[proxy]=={version} failed: {tail[0][:200]}")
+    return str(binary)
+
+
+def median_of(samples: list[dict[str, float | None]], key: str) -> float | None:
+    values = [s[key] for s in samples if s.get(key) is not None]
+    return statistics.median(values) if values else None  # type: ignore[type-var]
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=5)
-    ap.add_argument("--litellm", default=shutil.which("litellm") or "/tmp/litellm-venv/bin/litellm")
+    ap.add_argument("--litellm", default=None, help="a litellm binary (default: install one)")
+    ap.add_argument("--no-litellm", action="store_true")
     ap.add_argument("--ttfc-requests", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default="", help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    ap.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "reef-bench",
+        help="where the bench installs its peers (Portkey, LiteLLM)",
+    )
+    ap.add_argument("--no-portkey", action="store_true")
     args = ap.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        sys.exit(f"unknown variant(s) {', '.join(unknown)}: use {', '.join(VARIANTS)}")
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (apt-get install wrk)")
     tmp = Path(tempfile.mkdtemp(prefix="reef-bench-"))
@@ -221,15 +441,17 @@ def main() -> None:
         "PYTHONPATH": str(ROOT),
     }
 
-    def start(cmd: list[str], port: int, **kw) -> subprocess.Popen:
+    def start(cmd: list[str], port: int, **extra_env: str) -> subprocess.Popen:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, **kw
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**env, **extra_env}
         )
         procs.append(proc)
         wait_port(port, proc)
         return proc
 
-    results: dict[str, dict[str, float]] = {}
+    homes: dict[str, Path] = {}
+    results: dict[str, dict[str, float | None]] = {}
+    why_not: dict[str, str] = {}
     try:
         up = free_port()
         (tmp / "upstream.py").write_text(UPSTREAM_APP)
@@ -242,10 +464,17 @@ def main() -> None:
         )
         targets.append(("bare relay", relay, {}))
 
-        reef = free_port()
         (tmp / "reef.py").write_text(REEF_APP)
-        start([PY, str(tmp / "reef.py"), str(reef), f"http://127.0.0.1:{up}"], reef)
-        targets.append(("reef serve", reef, {"Authorization": f"Bearer {TOKEN}"}))
+        for variant in ["", *variants]:
+            name = f"reef: {variant}" if variant else "reef serve"
+            port = free_port()
+            homes[name] = tmp / (f"home-{variant}" if variant else "home")
+            start(
+                [PY, str(tmp / "reef.py"), str(port), f"http://127.0.0.1:{up}", variant],
+                port,
+                REEF_HOME=str(homes[name]),
+            )
+            targets.append((name, port, {"Authorization": f"Bearer {TOKEN}"}))
 
         if shutil.which("nginx"):
             port = free_port()
@@ -257,33 +486,65 @@ def main() -> None:
         else:
             print("skip nginx: not installed (apt-get install nginx-light)")
 
-        if args.litellm and Path(args.litellm).exists():
-            port = free_port()
-            conf = tmp / "litellm.yaml"
-            conf.write_text(LITELLM_CONF.format(up=up))
-            start(
-                [args.litellm, "--config", str(conf), "--port", str(port), "--num_workers", "1"],
-                port,
-            )
-            time.sleep(3)
-            targets.append(("litellm", port, {"Authorization": "Bearer sk-bench"}))
+        if args.no_litellm:
+            print("skip litellm: --no-litellm")
         else:
-            print(
-                "skip litellm: not installed (python -m venv /tmp/litellm-venv && "
-                "/tmp/litellm-venv/bin/pip install 'litellm[proxy]'; or pass --litellm PATH)"
-            )
+            try:
+                binary = args.litellm or litellm_binary(args.cache_dir)
+                port = free_port()
+                conf = tmp / "litellm.yaml"
+                conf.write_text(LITELLM_CONF.format(up=up))
+                start(
+                    [binary, "--config", str(conf), "--port", str(port), "--num_workers", "1"],
+                    port,
+                )
+                time.sleep(3)
+                targets.append(("litellm", port, {"Authorization": "Bearer sk-bench"}))
+            except (Skip, RuntimeError, OSError) as exc:
+                print(f"skip litellm: {exc}")
+
+        if args.no_portkey:
+            print("skip portkey: --no-portkey")
+        else:
+            try:
+                node, entry = portkey_entry(
+                    args.cache_dir / ("portkey-gateway-" + PORTKEY_PACKAGE.rsplit("@", 1)[1])
+                )
+                port = free_port()
+                start([node, entry, f"--port={port}", "--headless"], port, NODE_ENV="production")
+                targets.append(
+                    (
+                        "portkey",
+                        port,
+                        {
+                            "Authorization": "Bearer sk-bench",
+                            "x-portkey-provider": "openai",
+                            "x-portkey-custom-host": f"http://127.0.0.1:{up}/v1",
+                        },
+                    )
+                )
+            except (Skip, RuntimeError, OSError) as exc:
+                print(f"skip portkey: {exc}")
 
         path = "/v1/chat/completions"
-        for _name, port, headers in targets:
+        ready: list[tuple[str, int, dict[str, str]]] = []
+        for name, port, headers in targets:
             url = f"http://127.0.0.1:{port}{path}"
+            last = ""
             for _ in range(30):  # warm up (reef creates its default scenario on first use)
                 try:
                     wrk(url, 1, 1, headers, lua)
+                    ready.append((name, port, headers))
                     break
-                except (AttributeError, RuntimeError):
+                except RuntimeError as exc:
+                    last = str(exc).splitlines()[0]
                     time.sleep(0.5)
+            else:
+                why_not[name] = f"never answered 2xx while warming up: {last}"
+                print(f"skip {name}: {why_not[name]}", flush=True)
+        targets = ready
         # Rounds interleave the targets so background load hits them alike; medians reported.
-        samples: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in targets}
+        samples: dict[str, list[dict[str, float | None]]] = {name: [] for name, _, _ in targets}
         for round_no in range(args.rounds):
             for name, port, headers in targets:
                 url = f"http://127.0.0.1:{port}{path}"
@@ -291,22 +552,39 @@ def main() -> None:
                     c1 = wrk(url, 1, args.duration, headers, lua)
                     c16 = wrk(url, 16, args.duration, headers, lua)
                 except RuntimeError as exc:
-                    print(f"{name}: sample dropped: {str(exc).splitlines()[0]}", flush=True)
+                    why_not[name] = str(exc).splitlines()[0]
+                    print(f"{name}: sample dropped: {why_not[name]}", flush=True)
                     continue
-                ttfc = first_chunk_ms("127.0.0.1", port, path, headers, args.ttfc_requests)
+                try:
+                    ttfc: float | None = first_chunk_ms(
+                        "127.0.0.1", port, path, headers, args.ttfc_requests
+                    )
+                except (OSError, ValueError) as exc:
+                    print(f"{name}: no time-to-first-chunk: {exc}", flush=True)
+                    ttfc = None
                 samples[name].append(
-                    {"p50": c1["p50"], "p99": c1["p99"], "rps16": c16["rps"], "ttfc": ttfc}
+                    {
+                        "p50": c1["p50"],
+                        "p99": c1["p99"],
+                        "rps16": c16["rps"],
+                        "p99_16": c16["p99"],
+                        "ttfc": ttfc,
+                    }
                 )
             print(f"round {round_no + 1}/{args.rounds} done", flush=True)
         for name, port, headers in targets:
             if not samples[name]:
-                print(f"{name}: no valid samples", flush=True)
+                why_not.setdefault(name, "no valid samples")
                 continue
             results[name] = {
-                key: statistics.median(s[key] for s in samples[name])
-                for key in ("p50", "p99", "rps16", "ttfc")
+                key: median_of(samples[name], key)
+                for key in ("p50", "p99", "rps16", "p99_16", "ttfc")
             }
-            results[name]["streamed"] = float(check_streaming(port, path, headers))
+            try:
+                results[name]["streamed"] = float(check_streaming(port, path, headers))
+            except (OSError, ValueError) as exc:
+                print(f"{name}: streaming not checked: {exc}", flush=True)
+                results[name]["streamed"] = None
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -315,36 +593,60 @@ def main() -> None:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    records = 0
-    db = tmp / "home" / "records.sqlite3"
-    if db.exists():
-        records = sqlite3.connect(db).execute("SELECT COUNT(*) FROM records").fetchone()[0]
-    d = results["direct"]
+    records: dict[str, int] = {}
+    for name, home in homes.items():
+        db = home / "records.sqlite3"
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                records[name] = conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+    d = results.get("direct", {})
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(
-        f"{'target':<12} {'p50 ms':>8} {'+p50 ms':>8} {'p99 ms':>8} {'+p99 ms':>8} {'c=16 req/s':>11} {'TTFC ms':>8} {'+TTFC':>7} streamed"
+        f"{'target':<20} {'p50 ms':>8} {'+p50 ms':>8} {'p99 ms':>8} {'+p99 ms':>8} "
+        f"{'c=16 req/s':>11} {'c=16 p99':>9} {'TTFC ms':>8} {'+TTFC':>7} streamed"
     )
     for name, r in results.items():
+        streamed = {None: "n/a", 0.0: "NO"}.get(r.get("streamed"), "yes")
         print(
-            f"{name:<12} {r['p50']:>8.3f} {r['p50'] - d['p50']:>8.3f} {r['p99']:>8.3f} {r['p99'] - d['p99']:>8.3f} "
-            f"{r['rps16']:>11.0f} {r['ttfc']:>8.3f} {r['ttfc'] - d['ttfc']:>7.3f} {'yes' if r['streamed'] else 'NO'}"
+            f"{name:<20} {fmt(r['p50'], '8.3f')} {fmt(diff(r['p50'], d.get('p50')), '8.3f')} "
+            f"{fmt(r['p99'], '8.3f')} {fmt(diff(r['p99'], d.get('p99')), '8.3f')} "
+            f"{fmt(r['rps16'], '11.0f')} {fmt(r['p99_16'], '9.3f')} {fmt(r['ttfc'], '8.3f')} "
+            f"{fmt(diff(r['ttfc'], d.get('ttfc')), '7.3f')} {streamed}"
         )
-    b, reef = results["bare relay"], results["reef serve"]
-    added_b = max(b["p50"] - d["p50"], 0.001)
-    added_r = reef["p50"] - d["p50"]
+    for name, reason in why_not.items():
+        if name not in results:
+            print(f"{name:<20} no result: {reason}")
     print()
-    print(f"reef serve recorded {records} exchanges during the run")
+    for name, count in records.items():
+        print(f"{name} recorded {count} exchanges during the run")
+    b, reef = results.get("bare relay"), results.get("reef serve")
+    if not (d and b and reef) or None in (d["p50"], b["p50"], reef["p50"]):
+        print("no ratios: direct, bare relay or reef serve has no result")
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    added_b = max(b["p50"] - d["p50"], 0.001)  # type: ignore[operator]
+    added_r = reef["p50"] - d["p50"]  # type: ignore[operator]
     print(f"ratio added p50, reef / bare relay: {added_r / added_b:.2f}  (target <= 2)")
     print(
-        f"ratio c=16 throughput, reef / bare relay: {reef['rps16'] / b['rps16']:.2f}  (target >= 0.5)"
+        f"ratio c=16 throughput, reef / bare relay: {reef['rps16'] / b['rps16']:.2f}  (target >= 0.5)"  # type: ignore[operator]
     )
-    for other in ("nginx", "litellm"):
-        if other in results:
-            o = results[other]
+    print(
+        f"p99 c=1, reef / bare relay: {reef['p99']:.3f} / {b['p99']:.3f} ms; "
+        f"c=16: {fmt(reef['p99_16'], '.3f')} / {fmt(b['p99_16'], '.3f')} ms"
+    )
+    for name, r in results.items():
+        if name.startswith("reef: ") and r["p99"] is not None:
             print(
-                f"ratio c=16 throughput, reef / {other}: {reef['rps16'] / o['rps16']:.2f}; "
-                f"added p50 {other}: {o['p50'] - d['p50']:.3f} ms"
+                f"{name}: p99 c=1 {r['p99']:.3f} ms vs reef serve {reef['p99']:.3f}; "
+                f"c=16 req/s {fmt(r['rps16'], '.0f')} vs {fmt(reef['rps16'], '.0f')}"
+            )
+    for other in ("nginx", "litellm", "portkey"):
+        o = results.get(other)
+        if o and o["rps16"] and o["p50"] is not None:
+            print(
+                f"ratio c=16 throughput, reef / {other}: {reef['rps16'] / o['rps16']:.2f}; "  # type: ignore[operator]
+                f"added p50 {other}: {o['p50'] - d['p50']:.3f} ms"  # type: ignore[operator]
             )
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -2,10 +2,15 @@
 
 The schema is versioned by *named* migrations (``schema_migrations`` holds the names
 applied); each migration runs in one transaction. A record is one row inserted in one
-transaction, so a crash leaves either no record or a complete one. Sessions are not a
-table: they are the records that share a ``session_id``. ``harvested_sessions`` holds what
-the agents' own transcripts say about a session (turns, tool calls, skills, receipts), one
-row per ``(agent, session_id)``; harvesting again replaces the row whole.
+transaction, so a crash leaves either no row or a whole one. A row's ``state`` says how far
+the exchange got: ``streaming`` (a stream still running: the row exists from its first
+byte, without a response yet), ``complete``, or ``interrupted`` (the server stopped before
+the exchange finished; the response holds what had been sent). Writes never move a row
+back (``complete`` is not replaced by ``interrupted``, nor either by ``streaming``).
+Sessions are not a table: they are the records that share a ``session_id``.
+``harvested_sessions`` holds what the agents' own transcripts say about a session (turns,
+tool calls, skills, receipts), one row per ``(agent, session_id)``; harvesting again
+replaces the row whole.
 
 Importable without the server stack (stdlib only).
 """
@@ -32,6 +37,8 @@ DB_NAME = "records.sqlite3"
 
 class RecordNotFound(ReefError):
     """No record has that receipt id."""
+
+    http_status = 404
 
 
 def db_path() -> Path:
@@ -119,6 +126,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX harvested_ended ON harvested_sessions(ended_at);
         """,
     ),
+    (
+        "0004_record_state_and_release_source",
+        """
+        ALTER TABLE records ADD COLUMN state TEXT NOT NULL DEFAULT 'complete';
+        ALTER TABLE records ADD COLUMN served_release_id INTEGER;
+        ALTER TABLE records ADD COLUMN release_note TEXT
+        """,
+    ),
 ]
 
 
@@ -142,6 +157,13 @@ class Record:
     status: int | None = None
     error: str | None = None
     created_at: str = field(default_factory=now_iso)
+    # streaming | complete | interrupted (see the module docstring)
+    state: str = "complete"
+    # the release the server served when the request came; ``release_id`` is the one the
+    # record is credited to: the client's ``x-reef-release-id`` when valid, else this one
+    served_release_id: int | None = None
+    # why a client's x-reef-release-id was not used (None when it was, or none came)
+    release_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,8 +194,39 @@ _COLUMNS = [
     "status",
     "error",
     "created_at",
+    "state",
+    "served_release_id",
+    "release_note",
 ]
 _JSON_COLUMNS = {"request", "response", "usage"}
+
+
+def _rank(table: str) -> str:
+    return f"CASE {table}.state WHEN 'complete' THEN 2 WHEN 'interrupted' THEN 1 ELSE 0 END"
+
+
+_CHUNK = 200  # rows per statement: 200 x 21 values, well under SQLite's variable limit
+_ROW_MARKS = "(" + ",".join("?" * len(_COLUMNS)) + ")"
+_ON_CONFLICT = (
+    " ON CONFLICT (id) DO UPDATE SET "
+    + ",".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "id")
+    + f" WHERE excluded.state != 'streaming' AND {_rank('excluded')} >= {_rank('records')}"
+)
+_UPSERTS: dict[int, str] = {}
+
+
+def _upsert(rows: int) -> str:
+    """``INSERT … VALUES (…),(…) ON CONFLICT …`` for ``rows`` rows; rows later in the
+    statement see the earlier ones (a stream's ``streaming`` row and its final row may
+    come in one batch)."""
+    sql = _UPSERTS.get(rows)
+    if sql is None:
+        sql = _UPSERTS[rows] = (
+            f"INSERT INTO records ({','.join(_COLUMNS)}) VALUES "
+            + ",".join([_ROW_MARKS] * rows)
+            + _ON_CONFLICT
+        )
+    return sql
 
 
 class RawJSON(str):
@@ -211,9 +264,16 @@ def _from_row(row: sqlite3.Row) -> Record:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (and migrate) the database at ``path``: WAL, NORMAL sync, a busy timeout."""
+    """Open (and migrate) the database at ``path``: WAL, NORMAL sync, a busy timeout.
+
+    The file is created 0600 in a 0700 directory (it holds every prompt); SQLite gives
+    its -wal and -shm files the database file's mode."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent == paths.state_dir():
+            paths.ensure_state_dir()
+        else:
+            paths.ensure_private_dir(path.parent)
+        paths.private_file(path)
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise StateError(
@@ -284,21 +344,40 @@ class RecordStore:
         self.insert_many([record])
 
     def insert_many(self, records: Sequence[Record]) -> None:
-        """Insert records; each row is whole (one transaction for the batch)."""
+        """Insert records; each row is whole (one transaction for the batch).
+
+        A row with the same id is replaced unless that would move it back: a
+        ``streaming`` row never replaces an existing one, an ``interrupted`` one never
+        replaces a ``complete`` one."""
         if not records:
             return
-        placeholders = ",".join("?" * len(_COLUMNS))
         conn = self.conn
+        rows = [_row_values(r) for r in records]
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany(
-                f"INSERT OR REPLACE INTO records ({','.join(_COLUMNS)}) VALUES ({placeholders})",
-                [_row_values(r) for r in records],
-            )
+            # One multi-row statement per chunk rather than executemany: the sqlite3 module
+            # drops and retakes the GIL around every step, and each retake can force the
+            # serving thread off the GIL (docs/performance.md, "Where the tail comes from").
+            for start in range(0, len(rows), _CHUNK):
+                chunk = rows[start : start + _CHUNK]
+                conn.execute(_upsert(len(chunk)), [v for row in chunk for v in row])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def states(self, record_ids: Sequence[str]) -> dict[str, str]:
+        """``{receipt: state}`` for the receipts that have a record."""
+        out: dict[str, str] = {}
+        ids = list(dict.fromkeys(record_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.conn.execute(
+                f"SELECT id, state FROM records WHERE id IN ({marks})", chunk
+            ):
+                out[row["id"]] = row["state"]
+        return out
 
     # ------------------------------------------------------------ reading
 

@@ -34,7 +34,12 @@ class ServeConfig(BaseModel):
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(600.0, gt=0, description="seconds of upstream silence before a 504")
     body_timeout: float = Field(60.0, gt=0, description="seconds a client may take to send a body")
-    release_cache_seconds: float = Field(2.0, ge=0)
+    release_cache_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="how often the served release is re-read in the background as a safety "
+        "net (every request already sees a publish at once: it checks the chain ref)",
+    )
     record: bool = True
     open: bool = Field(False, description="no token required (loopback binds only)")
     access_log: bool = False

@@ -5,6 +5,12 @@ event by event as it arrives. Other dialect: translated both ways (translate_*.p
 exchange that reaches the upstream gets a receipt (header + a final stream event) and a
 record. Upstream failures become clean errors in the caller's dialect: connection -> 502,
 timeout -> 504; provider errors keep their status.
+
+Durability: nothing a receipt reaches the client in is sent before the recorder has
+journaled it (recorder.py, journal.py): a whole answer just before it is returned; a
+stream's start before its headers, each chunk before it is yielded, its end before the
+last bytes. The record is credited to the client's ``x-reef-release-id`` (the release it
+has installed) when that names a release of the scenario, else to the served release.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from reef_cli.server import receipts, sse, translate_request, translate_response
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
 from reef_cli.server.recorder import Exchange, Recorder
-from reef_cli.server.release_cache import ReleaseCache
+from reef_cli.server.release_cache import ReleaseCache, Releases
 from reef_cli.server.translate_stream import AnthropicToOpenAI, OpenAIToAnthropic
 from reef_cli.server.upstream import Upstream
 
@@ -191,9 +197,9 @@ class Proxy:
             return error_response(dialect, 400, "request body must be a JSON object")
         return scenario, raw, body
 
-    async def _release(self, scenario: str, dialect: str) -> int | Response | None:
+    async def _release(self, scenario: str, dialect: str) -> Releases | Response:
         try:
-            return await self.releases.get(scenario)
+            return await self.releases.releases(scenario)
         except InvalidName as exc:
             return error_response(dialect, 400, exc.one_line())
         except ReefError as exc:
@@ -213,9 +219,10 @@ class Proxy:
         if isinstance(admitted, Response):
             return admitted
         scenario, raw, body = admitted
-        release = await self._release(scenario, dialect)
-        if isinstance(release, Response):
-            return release
+        chain = await self._release(scenario, dialect)
+        if isinstance(chain, Response):
+            return chain
+        release, note = chain.credit(request.headers.get(receipts.RELEASE_HEADER))
         up = self.upstream
         same = dialect == up.dialect
         if same:
@@ -238,8 +245,11 @@ class Proxy:
             session_header=request.headers.get("x-reef-session")
             or request.headers.get("x-claude-code-session-id"),
             started=started,
+            served_release_id=chain.served,
+            release_note=note,
+            request_json=body,
         )
-        out_headers = receipts.headers(ex.id, release)
+        out_headers = receipts.headers(ex.id, release, note)
         try:
             resp = await self.session.post(
                 up.url(up.inference_path, query), data=payload, headers=up.headers(request.headers)
@@ -253,6 +263,8 @@ class Proxy:
 
         if resp.status < 400 and resp.content_type == "text/event-stream":
             ex.stream = True
+            if self.recorder is not None:
+                self.recorder.open_stream(ex)  # journaled + a `streaming` row, before headers
             gen = (
                 self._relay(resp, ex, dialect) if same else self._translate(resp, ex, dialect, body)
             )
@@ -313,6 +325,12 @@ class Proxy:
         if self.recorder is not None:
             self.recorder.submit(ex)
 
+    def _chunk(self, ex: Exchange, data: bytes) -> None:
+        if self.recorder is not None:
+            self.recorder.chunk(ex, data)  # journaled before it is sent
+        else:
+            ex.chunks.append(data)
+
     async def _relay(
         self, resp: aiohttp.ClientResponse, ex: Exchange, dialect: str
     ) -> AsyncIterator[bytes]:
@@ -328,7 +346,7 @@ class Proxy:
                 out = split.feed(chunk)
                 if not out:
                     continue
-                ex.chunks.append(out)
+                self._chunk(ex, out)
                 if tail:
                     cut = out.find(marker)
                     if cut >= 0:
@@ -337,7 +355,7 @@ class Proxy:
                 yield out
             rest = split.rest()
             if rest:
-                ex.chunks.append(rest)
+                self._chunk(ex, rest)
             done = True
             ex.status = resp.status
             self._submit(ex)  # queued before the client sees the end of the stream
@@ -371,11 +389,11 @@ class Proxy:
                     ex.first_chunk = time.perf_counter()
                 out = b"".join(tr.feed(ev, data) for ev, data in parser.feed(chunk))
                 if out:
-                    ex.chunks.append(out)
+                    self._chunk(ex, out)
                     yield out
             out = b"".join(tr.feed(ev, data) for ev, data in parser.close())
             out += tr.finish(tail)
-            ex.chunks.append(out)
+            self._chunk(ex, out)
             done = True
             ex.status = resp.status
             self._submit(ex)
@@ -383,7 +401,7 @@ class Proxy:
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             ex.status, ex.error = _mid_stream_failure(exc)
             out = tr.finish(complete=False) + error_event(dialect, ex.status, ex.error) + tail
-            ex.chunks.append(out)
+            self._chunk(ex, out)
             self._submit(ex)
             yield out
         finally:

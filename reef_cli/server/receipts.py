@@ -12,7 +12,11 @@ import time
 from reef_cli.server import sse
 
 RECORD_HEADER = "x-reef-agent-record-id"
+# request: the release the client has installed (credited when valid); response: the
+# release the record is credited to
 RELEASE_HEADER = "x-reef-release-id"
+# response, only when the request's x-reef-release-id was ignored: why
+RELEASE_NOTE_HEADER = "x-reef-release-note"
 
 
 def receipt_event(dialect: str, record_id: str, release_id: int | None) -> bytes:
@@ -31,8 +35,11 @@ def receipt_event(dialect: str, record_id: str, release_id: int | None) -> bytes
     )
 
 
-def headers(record_id: str, release_id: int | None) -> dict[str, str]:
-    return {
+def headers(record_id: str, release_id: int | None, note: str | None = None) -> dict[str, str]:
+    out = {
         RECORD_HEADER: record_id,
         RELEASE_HEADER: "" if release_id is None else str(release_id),
     }
+    if note:
+        out[RELEASE_NOTE_HEADER] = note
+    return out

@@ -1,24 +1,31 @@
 """The recorder: exchanges go on a queue; one writer thread turns them into records.
 
-The response path only appends bytes and enqueues; JSON parsing, stream assembly and the
-SQLite insert happen on the writer thread, batched, one row per exchange. ``flush`` waits
-until everything queued is stored; ``stop`` flushes, so every receipt handed out has its
-record once the server has shut down.
+The response path appends bytes, writes the receipt journal (journal.py: one ``os.write``
+before the client is sent anything it could hold a receipt from) and enqueues; JSON
+parsing, stream assembly and the SQLite insert happen on the writer thread, batched, one
+row per exchange. A stream also gets a ``streaming`` row as soon as it begins, so its
+receipt resolves (and can be reported on) while it runs. ``start`` replays the journals
+of processes that died, so every receipt a client received resolves to a record after any
+crash: ``complete``, or ``interrupted`` with what had been sent. ``flush`` waits until
+everything queued before the call is stored; ``stop`` flushes.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import os
 import queue
 import re
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from reef_cli.core.records import RawJSON, Record, RecordStore, now_iso
-from reef_cli.server import assemble
+from reef_cli.server import assemble, journal
 
 log = logging.getLogger("reef.serve")
 _SESSION_IN_USER_ID = re.compile(r"session_([0-9A-Za-z-]{8,64})")
@@ -45,6 +52,54 @@ class Exchange:
     ended: float | None = None
     created_at: str = field(default_factory=now_iso)
     submitted: bool = False
+    served_release_id: int | None = None
+    release_note: str | None = None
+    request_json: Any = None  # the request as the proxy already parsed it (saves a parse)
+    segment: journal.Segment | None = field(default=None, repr=False)
+    interrupted: bool = False  # rebuilt from the journal of a process that died mid-way
+
+
+@dataclass
+class _Open:
+    """Queue item: a stream has begun; store its ``streaming`` row."""
+
+    ex: Exchange
+
+
+def _meta(ex: Exchange, kind: str) -> dict[str, Any]:
+    return {
+        "k": kind,
+        "id": ex.id,
+        "scenario": ex.scenario,
+        "release_id": ex.release_id,
+        "served_release_id": ex.served_release_id,
+        "release_note": ex.release_note,
+        "client_dialect": ex.client_dialect,
+        "upstream_dialect": ex.upstream_dialect,
+        "session_header": ex.session_header,
+        "created_at": ex.created_at,
+        "started": ex.started,
+        "stream": ex.stream,
+    }
+
+
+def _end(ex: Exchange, kind: str) -> dict[str, Any]:
+    return {
+        "k": kind,
+        "id": ex.id,
+        "status": ex.status,
+        "error": ex.error,
+        "first_chunk": ex.first_chunk,
+        "ended": ex.ended,
+    }
+
+
+def _bytes(data: bytes | dict[str, Any] | None) -> bytes:
+    if data is None:
+        return b""
+    if isinstance(data, bytes):
+        return data
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def session_of(header: str | None, request: Any) -> str | None:
@@ -90,8 +145,35 @@ def _raw(data: bytes | dict[str, Any] | None, parsed: Any) -> Any:
     return parsed
 
 
+def _request(ex: Exchange) -> Any:
+    if isinstance(ex.request_json, dict) and isinstance(ex.request, bytes):
+        return ex.request_json
+    return _json(ex.request)
+
+
+def open_record(ex: Exchange) -> Record:
+    """The ``streaming`` row of a stream that has begun: no response yet."""
+    request = _request(ex)
+    model = request.get("model") if isinstance(request, dict) else None
+    return Record(
+        id=ex.id,
+        scenario=ex.scenario,
+        release_id=ex.release_id,
+        session_id=session_of(ex.session_header, request),
+        client_dialect=ex.client_dialect,
+        upstream_dialect=ex.upstream_dialect,
+        model=model if isinstance(model, str) else None,
+        stream=True,
+        request=_raw(ex.request, request),
+        created_at=ex.created_at,
+        state="streaming",
+        served_release_id=ex.served_release_id,
+        release_note=ex.release_note,
+    )
+
+
 def to_record(ex: Exchange) -> Record:
-    request = _json(ex.request)
+    request = _request(ex)
     if ex.stream and ex.chunks:
         raw = b"".join(ex.chunks)
         response: Any = (
@@ -127,25 +209,99 @@ def to_record(ex: Exchange) -> Record:
         status=ex.status,
         error=ex.error,
         created_at=ex.created_at,
+        state="interrupted" if ex.interrupted else "complete",
+        served_release_id=ex.served_release_id,
+        release_note=ex.release_note,
     )
 
 
+def _from_journal(item: journal.Replayed) -> Exchange:
+    m = item.meta
+    ex = Exchange(
+        id=m["id"],
+        scenario=m["scenario"],
+        release_id=m.get("release_id"),
+        client_dialect=m["client_dialect"],
+        upstream_dialect=m["upstream_dialect"],
+        request=item.request,
+        session_header=m.get("session_header"),
+        stream=bool(m.get("stream")),
+        started=float(m.get("started") or 0.0),
+        created_at=m.get("created_at") or now_iso(),
+        served_release_id=m.get("served_release_id"),
+        release_note=m.get("release_note"),
+    )
+    end = m if item.body is not None else item.end
+    if item.body is not None:
+        ex.body = item.body
+    ex.chunks = item.chunks
+    if end is not None:
+        ex.status = end.get("status")
+        ex.error = end.get("error")
+        ex.first_chunk = end.get("first_chunk")
+        ex.ended = end.get("ended")
+    else:  # a stream cut off by the crash
+        ex.interrupted = True
+        ex.first_chunk = None
+        ex.error = (
+            "interrupted: reef serve stopped before this stream ended; the response holds "
+            f"the {len(item.chunks)} chunk(s) that had been sent"
+        )
+    return ex
+
+
 class Recorder:
-    def __init__(self, store: RecordStore, batch: int = 512, linger: float = 0.01) -> None:
+    def __init__(
+        self,
+        store: RecordStore,
+        batch: int = 512,
+        linger: float = 0.01,
+        journal_dir: Path | None = None,
+        durable: bool = True,
+    ) -> None:
         self.store = store
         self.batch = batch
         self.linger = linger  # wait this long after the first item, to write in batches
-        self._queue: queue.Queue[Exchange | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[int, Exchange | _Open | None]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="reef-recorder", daemon=True)
         self._stopped = False
+        self._seq = itertools.count(1)
+        self._queued_seq = 0  # the last sequence number handed out
+        self._done_seq = 0  # every item up to this one has been processed
+        root = journal_dir if journal_dir is not None else store.path.parent / journal.DIR_NAME
+        self.journal: journal.Journal | None = journal.Journal(root) if durable else None
         self.written = 0
         self.failed = 0
+        self.replayed = 0
 
     def start(self) -> None:
+        if self.journal is not None:
+            self.replay()
         self._thread.start()
 
+    # ------------------------------------------------------------ response path
+
+    def open_stream(self, ex: Exchange) -> None:
+        """A stream is about to send its headers: journal its start, queue its
+        ``streaming`` row (so the receipt resolves from the first byte)."""
+        ex.stream = True
+        j = self.journal
+        if j is not None:
+            seg = ex.segment = j.current()
+            if seg is not None:
+                j.begin(seg)
+                j.append(seg, _meta(ex, "S"), _bytes(ex.request))
+        self._put(_Open(ex))
+
+    def chunk(self, ex: Exchange, data: bytes) -> None:
+        """A stream chunk about to be sent."""
+        ex.chunks.append(data)
+        if ex.segment is not None and self.journal is not None:
+            self.journal.append_chunk(ex.segment, ex.id, data)
+
     def submit(self, exchange: Exchange) -> None:
-        """Queue an exchange for writing; a second submit of the same exchange is a no-op."""
+        """The exchange is finished (its last bytes are about to be sent): journal it,
+        queue it for writing; a second submit of the same exchange is a no-op."""
         if exchange.submitted:
             return
         exchange.submitted = True
@@ -154,63 +310,147 @@ class Recorder:
         if self._stopped and not self._thread.is_alive():
             self._write([exchange])  # late arrival after shutdown: store it right here
             return
-        self._queue.put(exchange)
+        j = self.journal
+        if j is not None:
+            if exchange.segment is not None:  # a stream: its start and chunks are there
+                j.append(exchange.segment, _end(exchange, "E"))
+            else:
+                seg = exchange.segment = j.current()
+                if seg is not None:
+                    j.begin(seg)
+                    meta = {**_meta(exchange, "X"), **_end(exchange, "X")}
+                    j.append(seg, meta, _bytes(exchange.request), _bytes(exchange.body))
+        self._put(exchange)
+
+    def _put(self, item: Exchange | _Open) -> None:
+        seq = next(self._seq)
+        self._queued_seq = seq
+        self._queue.put((seq, item))
 
     @property
     def pending(self) -> int:
         return self._queue.unfinished_tasks
 
     def flush(self, timeout: float = 30.0) -> bool:
-        """Wait until every queued exchange is stored (or ``timeout`` passes)."""
+        """Wait until every exchange queued before this call is stored (or ``timeout``
+        passes). Items queued meanwhile do not hold it up."""
+        target = self._queued_seq
         deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+        while self._done_seq < target:
+            if time.monotonic() >= deadline or not self._thread.is_alive():
+                return self._done_seq >= target
             time.sleep(0.002)
-        return not self._queue.unfinished_tasks
+        return True
 
     def stop(self, timeout: float = 30.0) -> None:
         if self._stopped:
             return
         self._stopped = True
-        self._queue.put(None)
+        if not self._thread.is_alive():
+            return
+        self._queue.put((0, None))
         self._thread.join(timeout)
 
+    # ------------------------------------------------------------ replay
+
+    def replay(self) -> int:
+        """Store what the journals of dead processes hold and SQLite lacks."""
+        assert self.journal is not None
+        claimed = journal.claim_dead_segments(self.journal.root)
+        if not claimed:
+            return 0
+        found = journal.replay(claimed)
+        have = self.store.states(list(found))
+        missing = [
+            _from_journal(item)
+            for rid, item in found.items()
+            if have.get(rid) not in ("complete", "interrupted")
+        ]
+        before = self.failed
+        for start in range(0, len(missing), self.batch):
+            self._write(missing[start : start + self.batch], journaled=False)
+        if self.failed == before:
+            journal.release(claimed)  # stored: the segments have done their work
+        else:  # keep them for the next start
+            for _path, fd in claimed:
+                os.close(fd)
+        self.replayed = len(missing)
+        if missing:
+            interrupted = sum(1 for ex in missing if ex.interrupted)
+            log.warning(
+                "recovered %d record(s) from the receipt journal of a server that stopped "
+                "without flushing (%d interrupted mid-stream)",
+                len(missing),
+                interrupted,
+            )
+        return len(missing)
+
+    # ------------------------------------------------------------ writer thread
+
     def _run(self) -> None:
+        wait = journal.SYNC_SECONDS if self.journal is not None else None
         while True:
-            item = self._queue.get()
-            if item is not None and self.linger:
+            try:
+                first = self._queue.get(timeout=wait)
+            except queue.Empty:
+                if self.journal is not None:
+                    self.journal.maintain()
+                continue
+            if first[1] is not None and self.linger:
                 time.sleep(self.linger)  # releases the GIL; one commit for many records
-            items = [item]
+            items = [first]
             while len(items) < self.batch:
                 try:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            exchanges = [i for i in items if i is not None]
+            work = [item for _seq, item in items if item is not None]
             try:
-                self._write(exchanges)
+                self._write(work)
             finally:
-                for _ in items:
+                for seq, _item in items:
+                    if seq:
+                        self._done_seq = seq
                     self._queue.task_done()
-            if None in items:
+            if self.journal is not None:
+                self.journal.maintain()
+            if any(item is None for _seq, item in items):
                 # drain whatever arrived after the stop marker
-                rest: list[Exchange] = []
+                rest: list[Exchange | _Open] = []
+                last = 0
                 while True:
                     try:
-                        extra = self._queue.get_nowait()
+                        seq, extra = self._queue.get_nowait()
                     except queue.Empty:
                         break
                     if extra is not None:
                         rest.append(extra)
+                    last = max(last, seq)
                     self._queue.task_done()
                 self._write(rest)
+                if last:
+                    self._done_seq = last
+                if self.journal is not None:
+                    self.journal.close()
                 self.store.close()
                 return
 
-    def _write(self, exchanges: list[Exchange]) -> None:
-        if not exchanges:
+    def _write(
+        self, items: list[Exchange | _Open] | list[Exchange], journaled: bool = True
+    ) -> None:
+        if not items:
             return
-        records = []
-        for ex in exchanges:
+        records: list[Record] = []
+        finals: list[Exchange | None] = []  # per record: the exchange it finishes
+        for item in items:
+            if isinstance(item, _Open):
+                try:
+                    records.append(open_record(item.ex))
+                    finals.append(None)
+                except Exception:
+                    log.exception("could not build the streaming row of %s", item.ex.id)
+                continue
+            ex = item
             try:
                 records.append(to_record(ex))
             except Exception:  # a bug in assembly must not lose the record
@@ -224,18 +464,30 @@ class Recorder:
                         release_id=ex.release_id,
                         status=ex.status,
                         error=(ex.error or "") + " (response could not be assembled)",
+                        created_at=ex.created_at,
+                        state="interrupted" if ex.interrupted else "complete",
+                        served_release_id=ex.served_release_id,
+                        release_note=ex.release_note,
                     )
                 )
+            finals.append(ex)
+        j = self.journal if journaled else None
         try:
             self.store.insert_many(records)
             self.written += len(records)
+            if j is not None:
+                for done in finals:
+                    if done is not None:
+                        j.finished(done.segment)
         except Exception:
             log.exception("batch insert failed; retrying one by one")
-            for rec in records:
+            for rec, final in zip(records, finals, strict=True):
                 for attempt in range(3):
                     try:
                         self.store.insert(rec)
                         self.written += 1
+                        if j is not None and final is not None:
+                            j.finished(final.segment)
                         break
                     except Exception:
                         time.sleep(0.05 * (attempt + 1))

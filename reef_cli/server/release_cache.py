@@ -1,24 +1,94 @@
-"""Which release each scenario serves, cached briefly so the hot path never touches git."""
+"""Which release each scenario serves, cached so the hot path never touches git.
+
+A cached value stays valid while the chain ref is unchanged: every lookup stats the ref
+file (``refs/reef/chain``, and ``packed-refs`` where git packed it), two ``stat`` calls
+of a few microseconds. A publish, promote or rollback moves the ref with ``git
+update-ref``, which writes a new file and renames it into place — a new inode and mtime —
+so the next request after a publish by any process (``reef serve`` itself, the CLI, a
+recipe) reloads the value before it answers. As a safety net for odd filesystems a value
+is also re-read in the background once it is ``ttl`` seconds old (at least 1 s).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
-from reef_cli.core import scenarios
+from reef_cli.core import paths, scenarios
+from reef_cli.core.scenarios import CHAIN_DIR
+
+CHAIN_REF = "refs/reef/chain"  # the same as core.releases.CHAIN_REF (which imports git)
+RefKey = tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]
 
 
-def served_release(scenario: str) -> int | None:
-    """Create the scenario if needed; the number of its served release (None when empty)."""
-    release = scenarios.get_or_create(scenario).chain().served()
-    return release.number if release else None
+@dataclass(frozen=True)
+class Releases:
+    """What the proxy needs to know about a scenario's chain."""
+
+    served: int | None  # the newest live release (None: nothing live yet)
+    latest: int | None  # the newest release; releases are numbered 1..latest
+
+    def credit(self, claimed: str | None) -> tuple[int | None, str | None]:
+        """The release to credit a request to, and why a client's claim was ignored.
+
+        ``claimed`` is the request's ``x-reef-release-id`` (the release the client has
+        installed); it counts when it is an integer naming an existing release."""
+        if claimed is None or not claimed.strip():
+            return self.served, None
+        text = claimed.strip()
+        shown = "".join(c for c in text[:24] if c.isascii() and c.isprintable())
+        if not (text.isascii() and text.isdigit()):
+            return self.served, f"x-reef-release-id {shown!r} ignored: not a release number"
+        number = int(text)
+        if self.latest is None:
+            return self.served, (
+                f"x-reef-release-id {number} ignored: this scenario has no releases yet"
+            )
+        if not 1 <= number <= self.latest:
+            return self.served, (
+                f"x-reef-release-id {number} ignored: this scenario has r1..r{self.latest}"
+            )
+        return number, None
+
+
+def load(scenario: str) -> tuple[Releases, Path]:
+    """Create the scenario if needed; its served and latest release numbers."""
+    found = scenarios.get_or_create(scenario)
+    chain = found.chain()
+    releases = chain.releases()
+    served = next((r.number for r in reversed(releases) if r.meta.status == "live"), None)
+    return Releases(served, releases[-1].number if releases else None), found.chain_dir
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def ref_key(chain_dir: Path) -> RefKey:
+    """Changes whenever the chain ref moves (cheap: two stats)."""
+    return (_stat(chain_dir / CHAIN_REF), _stat(chain_dir / "packed-refs"))
+
+
+@dataclass
+class _Entry:
+    value: Releases
+    key: RefKey
+    chain_dir: Path
+    loaded_at: float
 
 
 class ReleaseCache:
     def __init__(self, ttl: float = 2.0) -> None:
-        self.ttl = ttl
-        self._values: dict[str, tuple[float, int | None]] = {}
-        self._loading: dict[str, asyncio.Future[int | None]] = {}
+        self.ttl = max(ttl, 1.0)
+        self._values: dict[str, _Entry] = {}
+        self._loading: dict[str, asyncio.Future[Releases]] = {}
 
     def invalidate(self, scenario: str | None = None) -> None:
         if scenario is None:
@@ -27,32 +97,42 @@ class ReleaseCache:
             self._values.pop(scenario, None)
 
     async def get(self, scenario: str) -> int | None:
+        """The served release number of ``scenario``."""
+        return (await self.releases(scenario)).served
+
+    async def releases(self, scenario: str) -> Releases:
         hit = self._values.get(scenario)
         if hit is not None:
-            if time.monotonic() < hit[0]:
-                return hit[1]
-            if scenario not in self._loading:  # stale: serve it, refresh in the background
-                self._start_load(scenario).add_done_callback(_quiet)
-            return hit[1]
+            if ref_key(hit.chain_dir) == hit.key:
+                if time.monotonic() - hit.loaded_at >= self.ttl and scenario not in self._loading:
+                    self._start_load(scenario).add_done_callback(_quiet)
+                return hit.value
+            self._values.pop(scenario, None)  # the chain moved: reload before answering
         future = self._loading.get(scenario) or self._start_load(scenario)
         return await asyncio.shield(future)
 
-    def _start_load(self, scenario: str) -> asyncio.Future[int | None]:
+    def _start_load(self, scenario: str) -> asyncio.Future[Releases]:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[int | None] = loop.create_future()
+        future: asyncio.Future[Releases] = loop.create_future()
         self._loading[scenario] = future
 
-        async def load() -> None:
+        def read() -> _Entry:
+            chain_dir = paths.scenarios_dir() / scenario / CHAIN_DIR
+            key = ref_key(chain_dir)  # before reading: a publish meanwhile shows as a change
+            value, chain_dir = load(scenario)
+            return _Entry(value, key, chain_dir, time.monotonic())
+
+        async def run() -> None:
             try:
-                value = await asyncio.to_thread(served_release, scenario)
-                self._values[scenario] = (time.monotonic() + self.ttl, value)
-                future.set_result(value)
+                entry = await asyncio.to_thread(read)
+                self._values[scenario] = entry
+                future.set_result(entry.value)
             except BaseException as exc:
                 future.set_exception(exc)
             finally:
                 self._loading.pop(scenario, None)
 
-        task = loop.create_task(load())
+        task = loop.create_task(run())
         task.add_done_callback(_quiet)
         return future
 

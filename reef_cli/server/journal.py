@@ -1,0 +1,289 @@
+"""The receipt journal: what a client was sent, on disk before it is sent.
+
+Records reach SQLite from a writer thread, in batches, after the answer has gone out. A
+crash in between (SIGKILL, OOM, power) would leave a receipt the client holds with no
+record. So the response path first appends the exchange to this journal — one
+``os.write`` to an ``O_APPEND`` file, no fsync on the request path — and ``reef serve``
+replays the journals of dead processes when it starts:
+
+- a whole non-stream exchange (``X``: request and the answer about to be sent) -> a
+  ``complete`` record;
+- a stream: ``S`` (the request) before the headers go out, ``C`` for every chunk before
+  it is sent, ``E`` (status) before the last bytes -> ``complete`` when ``E`` is there,
+  else ``interrupted`` with the chunks that were sent.
+
+A write that reached the kernel survives the death of the process; the writer thread
+fdatasyncs the open segment about once a second, so a power cut loses at most about a
+second of receipts (SQLite itself runs with ``synchronous=NORMAL``, the same bound).
+
+Segments: ``<state>/records-journal/<ns>-<pid>-<n>.seg``, each held under an exclusive
+``flock`` by the process writing it (the lock dies with it), so replay only touches the
+segments of dead processes, never those of a live ``reef serve`` or trial gateway
+sharing the state dir. A segment is removed once every exchange it holds is in SQLite;
+a new one starts past ``SEGMENT_BYTES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("reef.serve")
+
+DIR_NAME = "records-journal"
+SUFFIX = ".seg"
+SEGMENT_BYTES = 4 * 1024 * 1024
+SYNC_SECONDS = 1.0
+_MARK = b"\x1erj "  # entry: MARK + header length + " " + header JSON + payloads
+
+
+class Segment:
+    """One journal file. ``opened`` is only counted up by the response path and
+    ``closed`` only by the writer thread, so neither needs a lock."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.size = 0
+        self.opened = 0  # exchanges begun in this segment
+        self.closed = 0  # of those, how many have their final record in SQLite
+        self.retired = False  # no longer the one new exchanges go to
+        self.removed = False
+        self.unsynced = False
+
+    @property
+    def done(self) -> bool:
+        return self.retired and self.closed >= self.opened
+
+
+def _header(meta: dict[str, Any], sizes: list[int]) -> bytes:
+    head = json.dumps({**meta, "n": sizes}, separators=(",", ":")).encode()
+    return _MARK + str(len(head)).encode() + b" " + head
+
+
+class Journal:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._seq = 0
+        self._lock = threading.Lock()  # rotation and removal (rare)
+        self._segments: list[Segment] = []
+        self._current: Segment | None = None
+        self.broken = False  # a write failed: records still flow, without the journal
+        self.last_sync = time.monotonic()
+
+    # ------------------------------------------------------------ writing (response path)
+
+    def _new_segment(self) -> Segment:
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._seq += 1
+        name = f"{time.time_ns()}-{os.getpid()}-{self._seq}"
+        tmp = self.root / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held until this process ends or removes it
+        final = self.root / (name + SUFFIX)
+        os.rename(tmp, final)  # only locked segments carry the name replay looks for
+        seg = Segment(final, fd)
+        self._segments.append(seg)
+        return seg
+
+    def current(self) -> Segment | None:
+        seg = self._current
+        if seg is not None and seg.size < SEGMENT_BYTES:
+            return seg
+        if self.broken:
+            return None
+        with self._lock:
+            try:
+                fresh = self._new_segment()
+            except OSError as exc:
+                self._fail(exc)
+                return None
+            if seg is not None:
+                seg.retired = True
+            self._current = fresh
+            return fresh
+
+    def begin(self, seg: Segment) -> None:
+        seg.opened += 1
+
+    def append(self, seg: Segment | None, meta: dict[str, Any], *payloads: bytes) -> None:
+        if seg is None or seg.removed:
+            return
+        data = b"".join((_header(meta, [len(p) for p in payloads]), *payloads))
+        try:
+            os.write(seg.fd, data)  # O_APPEND: one write is one whole entry
+        except OSError as exc:
+            self._fail(exc)
+            return
+        seg.size += len(data)
+        seg.unsynced = True
+
+    def append_chunk(self, seg: Segment | None, record_id: str, chunk: bytes) -> None:
+        if seg is None or seg.removed:
+            return
+        head = b'{"k":"C","id":"%s","n":[%d]}' % (record_id.encode(), len(chunk))
+        data = _MARK + str(len(head)).encode() + b" " + head + chunk
+        try:
+            os.write(seg.fd, data)
+        except OSError as exc:
+            self._fail(exc)
+            return
+        seg.size += len(data)
+        seg.unsynced = True
+
+    def _fail(self, exc: OSError) -> None:
+        if not self.broken:
+            log.error(
+                "the receipt journal in %s cannot be written (%s): records still go to "
+                "SQLite, but a crash now may lose the last ones",
+                self.root,
+                exc.strerror or exc,
+            )
+        self.broken = True
+
+    # ------------------------------------------------------------ writer thread
+
+    def finished(self, seg: Segment | None) -> None:
+        """The final record of one exchange of ``seg`` is in SQLite."""
+        if seg is not None:
+            seg.closed += 1
+
+    def maintain(self, force_sync: bool = False) -> None:
+        """fdatasync the segments with unsynced writes (about once a second), remove the
+        retired segments whose exchanges are all stored. Writer thread only."""
+        now = time.monotonic()
+        if force_sync or now - self.last_sync >= SYNC_SECONDS:
+            self.last_sync = now
+            for seg in list(self._segments):
+                if seg.unsynced and not seg.removed:
+                    seg.unsynced = False
+                    with contextlib.suppress(OSError):
+                        os.fdatasync(seg.fd)
+        for seg in list(self._segments):
+            if seg.done:
+                self._remove(seg)
+
+    def _remove(self, seg: Segment) -> None:
+        with self._lock:
+            if seg.removed:
+                return
+            seg.removed = True
+            with contextlib.suppress(OSError):
+                seg.path.unlink()
+            with contextlib.suppress(OSError):
+                os.close(seg.fd)
+            self._segments.remove(seg)
+
+    def close(self) -> None:
+        """At shutdown, after every record is stored: remove what is done."""
+        if self._current is not None:
+            self._current.retired = True
+        for seg in list(self._segments):
+            if seg.done:
+                self._remove(seg)
+            else:  # records that could not be stored: leave them for the next start
+                with contextlib.suppress(OSError):
+                    os.fdatasync(seg.fd)
+
+
+# ------------------------------------------------------------ replay (at start)
+
+
+@dataclass
+class Replayed:
+    """One exchange as the journal tells it."""
+
+    meta: dict[str, Any]
+    request: bytes = b""
+    body: bytes | None = None
+    chunks: list[bytes] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+
+
+def read_entries(data: bytes) -> Iterator[tuple[dict[str, Any], list[bytes]]]:
+    """Whole entries of a segment; a torn last entry (a write cut short) ends it."""
+    pos = 0
+    end = len(data)
+    while pos < end:
+        if data[pos : pos + len(_MARK)] != _MARK:
+            return
+        space = data.find(b" ", pos + len(_MARK))
+        if space < 0:
+            return
+        try:
+            hlen = int(data[pos + len(_MARK) : space])
+            meta = json.loads(data[space + 1 : space + 1 + hlen])
+            sizes = [int(n) for n in meta.pop("n")]
+        except (ValueError, KeyError, TypeError):
+            return
+        cursor = space + 1 + hlen
+        if cursor + sum(sizes) > end:
+            return
+        payloads = []
+        for n in sizes:
+            payloads.append(data[cursor : cursor + n])
+            cursor += n
+        yield meta, payloads
+        pos = cursor
+
+
+def claim_dead_segments(root: Path) -> list[tuple[Path, int]]:
+    """Segments whose writer has died, oldest first, each locked (path, fd)."""
+    if not root.is_dir():
+        return []
+    out = []
+    for path in sorted(root.glob("*" + SUFFIX)):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live process holds it
+            os.close(fd)
+            continue
+        out.append((path, fd))
+    return out
+
+
+def replay(paths: list[tuple[Path, int]]) -> dict[str, Replayed]:
+    """Every exchange in the given segments, by receipt."""
+    found: dict[str, Replayed] = {}
+    for path, _fd in paths:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            log.error("cannot read receipt journal %s: %s", path, exc)
+            continue
+        for meta, payloads in read_entries(data):
+            kind = meta.pop("k", None)
+            rid = meta.get("id")
+            if not isinstance(rid, str):
+                continue
+            if kind == "X" and len(payloads) == 2:
+                found[rid] = Replayed(meta, payloads[0], payloads[1])
+            elif kind == "S" and payloads:
+                found[rid] = Replayed(meta, payloads[0])
+            elif kind == "C" and rid in found and payloads:
+                found[rid].chunks.append(payloads[0])
+            elif kind == "E" and rid in found:
+                found[rid].end = meta
+    return found
+
+
+def release(paths: list[tuple[Path, int]]) -> None:
+    """Remove replayed segments (their records are stored) and drop the locks."""
+    for path, fd in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        with contextlib.suppress(OSError):
+            os.close(fd)
