@@ -1,4 +1,10 @@
-"""Install a scenario's release into an agent: resolve, render, record."""
+"""Install a scenario's release into an agent: resolve, render, record.
+
+This is the one install path (`reef harness install`, `reef-pi install N`, the in-agent
+`/versions N install`, quickstart): a *pending* release — extension code the gate held
+for review — is refused here unless the caller passes ``allow_pending``. The default
+spec, ``served``, never resolves to a pending release.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,38 @@ from pathlib import Path
 from adapters import get
 from adapters.base import ReleaseToInstall, Routing
 from reef_cli.core import installs, scenarios
+from reef_cli.core.errors import GateBlocked
 
 
-def release_to_install(scenario_name: str, spec: str = "served") -> ReleaseToInstall:
+def refuse_pending(
+    scenario_name: str, number: int, status: str, adapter: str | None = None
+) -> None:
+    """A pending release holds extension code nobody reviewed: do not install it."""
+    if status != "pending":
+        return
+    raise GateBlocked(
+        f"r{number} of {scenario_name} is pending review: it holds extension code the gate "
+        "has not passed",
+        f"review it (`reef harness show {number} -s {scenario_name}`), then "
+        f"`reef harness promote {number} -s {scenario_name}` and install the new release; or "
+        f"install it unreviewed: `reef harness install -a {adapter or 'pi|claude-code'} "
+        f"-s {scenario_name} "
+        f"-r {number} --allow-pending`",
+    )
+
+
+def release_to_install(
+    scenario_name: str,
+    spec: str = "served",
+    *,
+    allow_pending: bool = False,
+    adapter: str | None = None,
+) -> ReleaseToInstall:
     scenario = scenarios.get(scenario_name)
     chain = scenario.chain()
     release = scenario.resolve(spec)
+    if not allow_pending:
+        refuse_pending(scenario_name, release.number, release.meta.status, adapter)
     latest = chain.latest()
     return ReleaseToInstall(
         scenario=scenario_name,
@@ -29,9 +61,13 @@ def install_release(
     routing: Routing,
     spec: str = "served",
     target: Path | None = None,
+    *,
+    allow_pending: bool = False,
 ) -> tuple[ReleaseToInstall, Path]:
     adapter = get(adapter_name)
-    release = release_to_install(scenario_name, spec)
+    release = release_to_install(
+        scenario_name, spec, allow_pending=allow_pending, adapter=adapter.name
+    )
     where = target or adapter.default_target()
     adapter.install(release, where, routing)
     installs.record(scenario_name, adapter.name, where, release.number, release.content_hash)
@@ -53,6 +89,8 @@ def install_remote(
     token: str,
     spec: str = "served",
     target: Path | None = None,
+    *,
+    allow_pending: bool = False,
 ) -> tuple[ReleaseToInstall, Path]:
     """Install a release fetched from a remote `reef serve` (no local chain needed)."""
     import httpx
@@ -80,14 +118,26 @@ def install_remote(
             f"{server} answered {response.status_code}: {message}",
             "check REEF_TOKEN and the scenario name",
         )
-    data = response.json()
-    meta = data["release"]
+    try:
+        data = response.json()
+        meta = data["release"]
+        number = int(meta["number"])
+        status = str(meta.get("status", "live"))
+        files = {str(k): str(v) for k, v in dict(data["files"]).items()}
+        content_hash = str(meta["content_hash"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ServeError(
+            f"{server} answered with something that is not a Reef release",
+            "check that the URL points at `reef serve`",
+        ) from exc
+    if not allow_pending:
+        refuse_pending(scenario_name, number, status, get(adapter_name).name)
     release = ReleaseToInstall(
         scenario=scenario_name,
-        number=int(meta["number"]),
-        files=dict(data["files"]),
-        content_hash=str(meta["content_hash"]),
-        latest=int(meta["number"]),
+        number=number,
+        files=files,
+        content_hash=content_hash,
+        latest=number,
     )
     adapter = get(adapter_name)
     where = target or adapter.default_target()

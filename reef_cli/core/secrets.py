@@ -28,41 +28,159 @@ class Finding:
         return f"{self.rule} at {self.path}:{self.line}"
 
 
-# Reef's own rules: the formats detect-secrets misses or matches too loosely.
+# Reef's own rules: the formats detect-secrets misses or matches too loosely — the key
+# formats of the model providers LiteLLM routes to (where a key has a recognisable
+# format; keys without one, e.g. Mistral's, Cohere's or Azure OpenAI's, are caught by the
+# assignment rule below through the variable they are assigned to), and of the code
+# hosts and services a coding agent's harness commonly touches. More specific rules come
+# first: a value matched by two rules is reported once, under the first. A rule with a
+# group named ``s`` reports that group (its context is not the secret).
+_HEX = "0-9a-f"
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # -- model providers
     ("anthropic-api-key", re.compile(r"\bsk-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_-]{20,}")),
+    ("openrouter-api-key", re.compile(rf"\bsk-or-v1-[{_HEX}]{{64}}\b")),
+    (
+        "langfuse-secret-key",
+        re.compile(
+            rf"\bsk-lf-[{_HEX}]{{8}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{12}}\b"
+        ),
+    ),
+    # DeepSeek's form, shared by Alibaba DashScope (Qwen): sk- and 32 hex digits.
+    ("deepseek-api-key", re.compile(rf"\bsk-[{_HEX}]{{32}}\b")),
     (
         "openai-api-key",
         re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?(?!ant-)[A-Za-z0-9_-]{20,}"),
     ),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("google-api-key", re.compile(r"(?<![A-Za-z0-9_.-])AQ\.[A-Za-z0-9_-]{45,55}(?![A-Za-z0-9_-])")),
+    ("google-oauth-client-secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{28}(?![A-Za-z0-9_-])")),
+    ("google-oauth-access-token", re.compile(r"\bya29\.[A-Za-z0-9_-]{30,}")),
+    ("groq-api-key", re.compile(r"\bgsk_[A-Za-z0-9]{52}\b")),
+    ("xai-api-key", re.compile(r"\bxai-[A-Za-z0-9]{80}\b")),
+    ("huggingface-token", re.compile(r"\b(?:hf_|api_org_)[A-Za-z0-9]{30,}")),
+    ("replicate-api-token", re.compile(r"\br8_[A-Za-z0-9]{37}\b")),
+    ("together-api-key", re.compile(r"\btgp_v1_[A-Za-z0-9_-]{40,}")),
+    ("fireworks-api-key", re.compile(r"\bfw_[A-Za-z0-9]{20,}\b")),
+    ("perplexity-api-key", re.compile(r"\bpplx-[A-Za-z0-9]{40,}\b")),
+    ("voyage-api-key", re.compile(r"\bpa-[A-Za-z0-9_-]{40,}")),
+    ("cerebras-api-key", re.compile(r"\bcsk-[A-Za-z0-9]{40,}\b")),
+    ("nvidia-api-key", re.compile(r"\bnvapi-[A-Za-z0-9_-]{60,}")),
+    ("databricks-token", re.compile(rf"\bdapi[{_HEX}]{{32}}(?:-\d+)?\b")),
+    ("langsmith-api-key", re.compile(rf"\blsv2_(?:pt|sk)_[{_HEX}]{{32}}_[{_HEX}]{{10}}\b")),
+    ("elevenlabs-api-key", re.compile(rf"\bsk_[{_HEX}]{{48}}\b")),
+    ("jina-api-key", re.compile(r"\bjina_[A-Za-z0-9_-]{40,}")),
+    ("tavily-api-key", re.compile(r"\btvly-(?:dev-|prod-)?[A-Za-z0-9]{24,}\b")),
+    ("anyscale-api-key", re.compile(r"\besecret_[A-Za-z0-9]{20,}\b")),
+    ("friendli-token", re.compile(r"\bflp_[A-Za-z0-9]{20,}\b")),
+    ("pinecone-api-key", re.compile(r"\bpcsk_[A-Za-z0-9_]{40,}")),
+    ("firecrawl-api-key", re.compile(rf"\bfc-[{_HEX}]{{32}}\b")),
+    # -- clouds
     ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")),
+    (
+        "aws-secret-access-key",
+        re.compile(
+            r"(?i)aws_?secret_?(?:access_?)?key\b[\"']?\s*(?::=|=>|[:=])\s*[\"'`]?"
+            r"(?P<s>(?-i:[A-Za-z0-9/+]{40}))(?![A-Za-z0-9/+=])"
+        ),
+    ),
+    ("aws-bedrock-api-key", re.compile(r"\bABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{20,}={0,2}")),
+    (
+        "azure-ad-client-secret",
+        re.compile(
+            r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"
+        ),
+    ),
+    ("digitalocean-token", re.compile(rf"\bdo[por]_v1_[{_HEX}]{{64}}\b")),
+    # -- code hosts, chat, payments, packages, tools
     ("github-token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
     ("github-fine-grained-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}")),
-    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    (
+        "gitlab-token",
+        re.compile(r"\bgl(?:pat|dt|rt|ptt|ft|cbt|imt|oas|soat|agent)-[A-Za-z0-9_-]{20,}"),
+    ),
     ("slack-token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}")),
+    ("slack-app-token", re.compile(r"\bxapp-\d-[A-Z0-9]+-\d+-[a-z0-9]{32,}")),
     (
         "slack-webhook",
         re.compile(r"https://hooks\.slack\.com/services/T[A-Z0-9]+/B[A-Z0-9]+/[A-Za-z0-9]{16,}"),
     ),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("stripe-live-key", re.compile(r"\b(?:sk|rk|pk)_live_[0-9A-Za-z]{20,}")),
+    # Stripe's publishable pk_live_ keys are public by design; secret and restricted keys are not.
+    ("stripe-live-key", re.compile(r"\b(?:sk|rk)_live_[0-9A-Za-z]{20,}")),
     (
         "jwt",
         re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}"),
     ),
     ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
     ("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{50,}")),
+    ("linear-api-key", re.compile(r"\blin_api_[A-Za-z0-9]{40}\b")),
+    ("notion-token", re.compile(r"\bntn_[A-Za-z0-9]{40,}\b")),
+    ("sentry-token", re.compile(rf"\bsntry[us]_(?:[{_HEX}]{{64}}\b|eyJ[A-Za-z0-9_+/=-]{{40,}})")),
+    ("doppler-token", re.compile(r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}\b")),
+    # A bearer credential in a header, whatever its issuer (last: a known format wins).
+    ("bearer-token", re.compile(r"\b[Bb]earer\s+(?P<s>[A-Za-z0-9._~+/-]{24,}=*)")),
 )
+
+# Rules whose prefix is short or generic: the rest of the value must look generated (mixed
+# letters and digits, not a word), or ``pa-…`` and ``fw_…`` would match names.
+_NEEDS_RANDOM = frozenset(
+    {
+        "google-api-key",
+        "google-oauth-access-token",
+        "fireworks-api-key",
+        "perplexity-api-key",
+        "voyage-api-key",
+        "cerebras-api-key",
+        "nvidia-api-key",
+        "jina-api-key",
+        "tavily-api-key",
+        "anyscale-api-key",
+        "friendli-token",
+        "pinecone-api-key",
+        "together-api-key",
+        "azure-ad-client-secret",
+        "notion-token",
+        "bearer-token",
+    }
+)
+_PREFIX = re.compile(r"^(?:[A-Za-z0-9]{1,10}[-_.~])+?(?=[A-Za-z0-9+/]{16})")
+
+
+def _generated(secret: str) -> bool:
+    """The part after the prefix has letters and digits and enough entropy, and is not a
+    name made of words (``pa-2024-release-notes-v2``)."""
+    tail = _PREFIX.sub("", secret, count=1)
+    chunks = [c for c in re.split(r"[-_.~]", tail) if c]
+    if len(chunks) >= 2 and all(_WORDY.fullmatch(c) for c in chunks):
+        return False
+    return (
+        any(c.isdigit() for c in tail) and any(c.isalpha() for c in tail) and entropy(tail) >= 3.5
+    )
+
+
+_WORDY = re.compile(r"[a-z]+\d{0,2}|\d+|[A-Z][a-z]+|[A-Z]+")
+
 
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\"'\\n,+]*"
     r"(?:[A-Za-z0-9+/=:\-]+[\s\"'\\n,+]*){0,6}[A-Za-z0-9+/]{40,}"
 )
 
+# Providers whose keys have no recognisable format: ``MISTRAL_KEY=…``, ``cohereKey: …``.
+_PROVIDERS = (
+    r"(?:openai|anthropic|claude|gemini|google|vertex|groq|mistral|codestral|cohere|xai|grok|"
+    r"together|fireworks|perplexity|deepseek|openrouter|replicate|huggingface|hf|voyage|"
+    r"cerebras|nvidia|nim|databricks|azure|bedrock|aws|deepinfra|ai21|anyscale|sambanova|"
+    r"novita|nebius|nscale|jina|elevenlabs|deepgram|assemblyai|tavily|exa|serper|langfuse|"
+    r"langsmith|wandb|pinecone|cloudflare|watsonx|ibm|clarifai|featherless|friendli|"
+    r"hyperbolic|lambda|baseten|predibase|moonshot|dashscope|qwen|zhipu|volcengine|minimax|"
+    r"litellm|master)"
+)
 _ASSIGNMENT = re.compile(
     r"(?i)(?P<key>[A-Za-z0-9_.\-]*(?:api[_\-]?key|apikey|token|secret|passwd|password|pwd|"
-    r"access[_\-]?key|private[_\-]?key|credential|auth)[A-Za-z0-9_.\-]*)"
+    r"access[_\-]?key|private[_\-]?key|credential|auth|"
+    + _PROVIDERS
+    + r"[A-Za-z0-9]*[_\-.]?key)[A-Za-z0-9_.\-]*)"
     r"[\"']?\s*(?::=|=>|[:=])\s*[\"'`]?(?P<value>[^\s\"'`,;)]{16,})"
 )
 
@@ -246,7 +364,11 @@ def scan_text(path: str, text: str) -> list[Finding]:
     for offset, line in _lines_with_offsets(joined.text):
         for rule, pattern in _RULES:
             for match in pattern.finditer(line):
-                add(rule, offset + match.start(), match.group(0))
+                group = "s" if "s" in pattern.groupindex else 0
+                secret = match.group(group)
+                if rule in _NEEDS_RANDOM and not _generated(secret):
+                    continue
+                add(rule, offset + match.start(group), secret)
         for match in _ASSIGNMENT.finditer(line):
             value = match.group("value")
             if _assignment_is_secret(value):

@@ -15,10 +15,13 @@ tree always produces the same bytes and the same content hash.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import shlex
 import stat
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -143,68 +146,255 @@ def content_hash(files: Mapping[str, str]) -> str:
     """sha256 over sorted (path, text) pairs: equal trees hash equal, whatever the order."""
     digest = hashlib.sha256()
     for rel in sorted(files):
-        data = files[rel].encode("utf-8")
-        digest.update(rel.encode("utf-8") + b"\0" + str(len(data)).encode() + b"\0" + data)
+        try:
+            data = files[rel].encode("utf-8")
+            name = rel.encode("utf-8")
+        except UnicodeEncodeError as exc:  # the gate refuses these; never a traceback
+            raise TreeError(
+                f"{shown(rel)}: file name or text is not UTF-8",
+                "rename the file or re-save it as UTF-8",
+            ) from exc
+        digest.update(name + b"\0" + str(len(data)).encode() + b"\0" + data)
     return "sha256:" + digest.hexdigest()
 
 
 # ---------------------------------------------------------------- reading a folder
 
+# Deeper than this is no harness tree (skills/<name>/<a>/<b>/… is the deepest real use).
+MAX_DEPTH = 12
+
+# Bidirectional-text controls: a name that reads differently from what it is.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDOOR, "a door"),
+    (stat.S_ISPORT, "an event port"),
+    (stat.S_ISWHT, "a whiteout"),
+)
+
+
+def shown(rel: str) -> str:
+    """``rel`` safe to print on one line: control characters, bidi controls and bytes that
+    are not UTF-8 (``os`` hands those over as lone surrogates) are escaped."""
+    out = []
+    for char in rel:
+        if "\udc80" <= char <= "\udcff":  # an undecodable byte (surrogateescape)
+            out.append(f"\\x{ord(char) - 0xDC00:02x}")
+        elif _bad_char(char):
+            out.append(char.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _bad_char(char: str) -> bool:
+    return unicodedata.category(char) in ("Cc", "Cs") or char in _BIDI
+
+
+def name_problem(rel: str) -> str | None:
+    """Why the path ``rel`` cannot be a file name in a tree, or ``None``."""
+    if any("\udc80" <= char <= "\udcff" for char in rel):
+        return f"{shown(rel)}: file name is not UTF-8 (rename it)"
+    if any(_bad_char(char) for char in rel):
+        return (
+            f"{shown(rel)}: file name holds a control character such as a newline or tab "
+            "(rename it)"
+        )
+    return None
+
+
+@dataclass
+class FolderScan:
+    """What ``scan_folder`` found: the files it could read and every problem."""
+
+    files: dict[str, str]
+    problems: list[str]
+    refused: set[str]  # paths (as read) that were not read because of a problem
+
 
 def read_folder(root: Path, limits: Limits = Limits()) -> dict[str, str]:
     """Read every file under ``root`` as UTF-8 text, enforcing the safety rules first.
 
-    No symlinks, nothing outside the tree, no special files, no binary or oversize files.
-    Size is checked with ``lstat`` before reading, so a 50 MB file is never loaded.
+    Only regular files with a single link are read: no symlinks, hardlinks (they may be
+    a file from outside the tree), FIFOs, sockets, devices or other file systems; no
+    binary, non-UTF-8 or oversize files; file names must be printable UTF-8. Size is
+    checked before reading, so a 50 MB file is never loaded. Any problem raises a
+    ``TreeError`` that lists them all.
     """
-    if not root.exists():
+    found = scan_folder(root, limits)
+    if found.problems:
+        raise invalid(root, found.problems)
+    return found.files
+
+
+def scan_folder(root: Path, limits: Limits = Limits()) -> FolderScan:
+    """Like ``read_folder`` but returns the readable files and the problems instead of
+    raising (``reef harness check`` shows them all). Only a missing root raises.
+
+    Folders are walked by file descriptor without following links, and each file is
+    opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked again with ``fstat``, so a file
+    swapped for a link or a FIFO after the first look is refused, never followed or
+    waited on.
+    """
+    if not root.exists() and not root.is_symlink():
         raise TreeError(
             f"harness tree {root} does not exist", "create one with `reef harness init`"
         )
     if root.is_symlink() or not root.is_dir():
         raise TreeError(f"harness tree {root} is not a directory", "pass the tree's folder")
-    problems: list[str] = []
-    files: dict[str, str] = {}
-    total = 0
+    scan = FolderScan({}, [], set())
     base = root.resolve()
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-        here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_NAMES)
-        for name in list(dirnames):
-            if (here / name).is_symlink():
-                problems.append(f"{_rel(here / name, base)}: symlinks are not allowed")
-                dirnames.remove(name)
+    device = base.lstat().st_dev
+    total = 0
+    over_size = over_count = False
+    entries = 0
+
+    def refuse(rel: str, problem: str) -> None:
+        scan.problems.append(problem)
+        scan.refused.add(rel)
+
+    def walk_error(exc: OSError) -> None:
+        where = os.path.basename(os.fsdecode(exc.filename)) if exc.filename else "."
+        refuse(where, f"{shown(where)}: cannot read this folder ({exc.strerror})")
+
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(
+        base, follow_symlinks=False, onerror=walk_error
+    ):
+        here = _rel_str(dirpath, base)
+        depth = 0 if here == "." else here.count("/") + 1
+        keep = []
+        for name in sorted(dirnames):
+            if name in IGNORED_NAMES:
+                continue
+            rel = _join(here, name)
+            entries += 1
+            problem = name_problem(rel) or _entry_problem(rel, name, dirfd, device, folder=True)
+            if problem is None and depth + 1 > MAX_DEPTH:
+                problem = f"{shown(rel)}: nested deeper than {MAX_DEPTH} folders"
+            if problem:
+                refuse(rel, problem)
+            else:
+                keep.append(name)
+        dirnames[:] = keep
         for name in sorted(filenames):
             if name in IGNORED_NAMES:
                 continue
-            path = here / name
-            rel = _rel(path, base)
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                problems.append(f"{rel}: symlinks are not allowed (copy the file in instead)")
+            rel = _join(here, name)
+            entries += 1
+            problem = name_problem(rel) or _entry_problem(rel, name, dirfd, device)
+            if problem:
+                refuse(rel, problem)
                 continue
-            if not stat.S_ISREG(info.st_mode):
-                problems.append(f"{rel}: not a regular file")
-                continue
-            if info.st_size > limits.max_file_bytes:
-                problems.append(
-                    f"{rel}: {info.st_size} bytes is over the {limits.max_file_bytes}-byte limit"
-                )
-                continue
-            total += info.st_size
-            if total > limits.max_tree_bytes:
-                problems.append(f"tree is over the {limits.max_tree_bytes}-byte limit at {rel}")
-                break
-            if len(files) >= limits.max_files:
-                problems.append(f"tree has more than {limits.max_files} files")
-                break
+            if over_size or over_count:
+                continue  # still look at every entry's kind and name, read no more
             try:
-                files[rel] = decode_text(path.read_bytes(), rel)
+                size = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_size
+            except OSError as exc:  # gone since the first look
+                refuse(rel, f"{rel}: cannot read it ({exc.strerror})")
+                continue
+            if size > limits.max_file_bytes:
+                refuse(rel, f"{rel}: {size} bytes is over the {limits.max_file_bytes}-byte limit")
+                continue
+            if len(scan.files) >= limits.max_files:
+                scan.problems.append(f"tree has more than {limits.max_files} files")
+                over_count = True
+                continue
+            if total + size > limits.max_tree_bytes:
+                scan.problems.append(
+                    f"tree is over the {limits.max_tree_bytes}-byte limit at {rel}"
+                )
+                over_size = True
+                continue
+            try:
+                data = _read_regular(rel, name, dirfd, device, limits.max_file_bytes)
+                scan.files[rel] = decode_text(data, rel)
+                total += len(data)
             except TreeError as exc:
-                problems.append(exc.message)
-    if problems:
-        raise invalid(root, problems)
-    return files
+                refuse(rel, exc.message)
+        if entries > 4 * limits.max_files:
+            scan.problems.append(
+                f"tree has more than {4 * limits.max_files} entries (files and folders)"
+            )
+            break
+    return scan
+
+
+def _join(here: str, name: str) -> str:
+    return name if here == "." else f"{here}/{name}"
+
+
+def _rel_str(path: str | bytes, base: Path) -> str:
+    text = os.fsdecode(path)
+    rel = os.path.relpath(text, base)
+    return rel.replace(os.sep, "/")
+
+
+def _kind_problem(rel: str, info: os.stat_result, device: int, folder: bool) -> str | None:
+    mode = info.st_mode
+    if stat.S_ISLNK(mode):
+        return f"{rel}: symlinks are not allowed (copy the file in instead)"
+    if info.st_dev != device:
+        return f"{rel}: is on another file system (a mount point); copy the files in instead"
+    if folder:
+        return None if stat.S_ISDIR(mode) else f"{rel}: not a regular file or folder"
+    for test, what in _SPECIAL:
+        if test(mode):
+            return f"{rel}: is {what}, not a regular file (remove it)"
+    if not stat.S_ISREG(mode):
+        return f"{rel}: not a regular file (remove it)"
+    if info.st_nlink > 1:
+        path, copy = shlex.quote(rel), shlex.quote(rel + ".copy")
+        return (
+            f"{rel}: is hardlinked ({info.st_nlink} links), so it may be a file from outside "
+            f"the tree; replace it with a copy (cp {path} {copy} && mv {copy} {path})"
+        )
+    return None
+
+
+def _entry_problem(
+    rel: str, name: str, dirfd: int, device: int, folder: bool = False
+) -> str | None:
+    try:
+        info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError as exc:
+        return f"{rel}: cannot read it ({exc.strerror})"
+    return _kind_problem(rel, info, device, folder)
+
+
+def _read_regular(rel: str, name: str, dirfd: int, device: int, max_bytes: int) -> bytes:
+    """Open without following a link and without blocking, check what was opened, read
+    at most ``max_bytes``."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dirfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TreeError(f"{rel}: symlinks are not allowed (copy the file in instead)") from exc
+        raise TreeError(f"{rel}: cannot read it ({exc.strerror})") from exc
+    try:
+        problem = _kind_problem(rel, os.fstat(fd), device, folder=False)
+        if problem:  # it changed since the first look
+            raise TreeError(problem)
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise TreeError(f"{rel}: cannot read it ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise TreeError(f"{rel}: over the {max_bytes}-byte limit")
+    return data
 
 
 def decode_text(data: bytes, rel: str) -> str:
@@ -213,17 +403,13 @@ def decode_text(data: bytes, rel: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TreeError(f"{rel}: not UTF-8 text (byte {exc.start})") from exc
-
-
-def _rel(path: Path, base: Path) -> str:
-    return path.relative_to(base).as_posix()
+        raise TreeError(f"{rel}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from exc
 
 
 def invalid(where: object, problems: list[str]) -> TreeError:
     more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
     return TreeError(
-        f"harness tree {where} is invalid: {problems[0]}{more}",
+        f"harness tree {shown(str(where))} is invalid: {problems[0]}{more}",
         "fix the file named and try again; `reef harness check DIR` lists every problem",
         problems=problems,
     )
@@ -247,8 +433,17 @@ def parse_files(
     total = 0
     for rel in sorted(files):
         text = files[rel]
-        total += len(text.encode("utf-8"))
-        if len(text.encode("utf-8")) > limits.max_file_bytes:
+        bad_name = name_problem(rel)
+        if bad_name:
+            problems.append(bad_name)
+            continue
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # a lone surrogate, e.g. from "\ud800" in JSON
+            problems.append(f"{rel}: not UTF-8 text (character {exc.start}); re-save it as UTF-8")
+            continue
+        total += size
+        if size > limits.max_file_bytes:
             problems.append(f"{rel}: over the {limits.max_file_bytes}-byte limit")
             continue
         if "\0" in text:
@@ -257,6 +452,12 @@ def parse_files(
         parts = PurePosixPath(rel).parts
         if not parts or rel.startswith("/") or ".." in parts or "\\" in rel:
             problems.append(f"{rel}: path escapes the tree")
+            continue
+        if "/".join(parts) != rel:
+            problems.append(f"{rel}: not a plain relative path (write it as {'/'.join(parts)})")
+            continue
+        if len(parts) > MAX_DEPTH + 1:
+            problems.append(f"{rel}: nested deeper than {MAX_DEPTH} folders")
             continue
         try:
             if rel == MANIFEST:
@@ -272,14 +473,14 @@ def parse_files(
             else:
                 problems.append(f"{rel}: {_where_it_belongs(parts)}")
         except TreeError as exc:
-            problems.append(exc.message)
+            problems.extend(exc.problems)
     if total > limits.max_tree_bytes:
         problems.append(f"tree is {total} bytes, over the {limits.max_tree_bytes}-byte limit")
     for name, skill_files in sorted(skill_parts.items()):
         try:
             tree.skills.append(_parse_skill(name, skill_files))
         except TreeError as exc:
-            problems.append(exc.message)
+            problems.extend(exc.problems)
     if problems:
         raise invalid(where, problems)
     return tree
@@ -316,9 +517,40 @@ def split_frontmatter(text: str, rel: str) -> tuple[dict[str, Any] | None, str]:
         line = mark.line + 2 if mark is not None else 1
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise TreeError(f"{rel}:{line}: malformed frontmatter ({problem})") from exc
+    except RecursionError as exc:
+        raise TreeError(
+            f"{rel}:2: frontmatter is nested too deeply (keep it to a few levels of key: value)"
+        ) from exc
     if not isinstance(data, dict):
         raise TreeError(f"{rel}:2: frontmatter must be a mapping of key: value")
+    _check_shape(data, f"{rel}:2: frontmatter")
     return {str(k): v for k, v in data.items()}, body
+
+
+MAX_NESTING = 16
+MAX_NODES = 10_000
+
+
+def _check_shape(data: object, what: str) -> None:
+    """Refuse structures nested deeper than ``MAX_NESTING`` or with more than ``MAX_NODES``
+    values counting every alias expansion (YAML anchors can make a few lines into a
+    billion values, or a cycle): rendering, hashing or JSON would recurse without end."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise TreeError(f"{what} has more than {MAX_NODES} values (expanded aliases count)")
+        if isinstance(value, dict):
+            children: list[object] = [*value.keys(), *value.values()]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            children = list(value)
+        else:
+            continue
+        if depth >= MAX_NESTING and children:
+            raise TreeError(f"{what} is nested deeper than {MAX_NESTING} levels")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def _require_str(meta: dict[str, Any], key: str, rel: str) -> str:
@@ -382,15 +614,22 @@ def _parse_manifest(text: str, rel: str) -> Manifest:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise TreeError(f"{rel}: not valid TOML ({exc})") from exc
+        raise TreeError(f"{rel}: not valid TOML ({' '.join(str(exc).split())})") from exc
+    except RecursionError as exc:
+        raise TreeError(
+            f"{rel}: nested too deeply; it holds only format = 1 and a [requires] table"
+        ) from exc
+    _check_shape(data, rel)
     from pydantic import ValidationError
 
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise TreeError(f"{rel}: {where}: {err['msg']}") from exc
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{rel}: {where + ': ' if where else ''}{err['msg']}")
+        raise TreeError(problems[0], problems=problems) from exc
     if manifest.format != TREE_FORMAT:
         raise TreeError(
             f"{rel}: format {manifest.format} is not supported (expected {TREE_FORMAT})"

@@ -170,7 +170,7 @@ def pem(kind: str) -> Pem:
 OPENAI = {"openai-api-key", "detect-secrets:openai-token"}
 ANTHROPIC = {"anthropic-api-key"}
 AWS_ID = {"aws-access-key-id", "detect-secrets:aws-access-key"}
-AWS_SECRET = {"high-entropy-assignment", "detect-secrets:aws-access-key"}
+AWS_SECRET = {"aws-secret-access-key", "high-entropy-assignment", "detect-secrets:aws-access-key"}
 GITHUB = {"github-token", "github-fine-grained-token", "detect-secrets:github-token"}
 GITLAB = {"gitlab-token", "detect-secrets:gitlab-token"}
 SLACK = {"slack-token", "detect-secrets:slack-token"}
