@@ -8,7 +8,10 @@ from pathlib import Path
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` via a temp file + rename: readers see old or new, never half."""
+    """Write ``data`` to ``path`` via a temp file + rename: readers see old or new, never half.
+
+    The file is created 0600 (``mkstemp``) unless ``mode`` says otherwise; a missing
+    parent is created under the process umask (private in the state dir, see ``paths``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

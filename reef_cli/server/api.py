@@ -14,7 +14,7 @@ from reef_cli.core.errors import AuthError, ReleaseNotFound
 from reef_cli.core.names import check_name
 from reef_cli.core.publishing import republish
 from reef_cli.core.records import RecordStore
-from reef_cli.core.reports import ReportIn, parse_report, save_report
+from reef_cli.core.reports import ReportIn, ReportInvalid, parse_report, save_report
 from reef_cli.core.tokens import Grant
 
 bearer = HTTPBearer(auto_error=False, description="the Reef token (`reef token`)")
@@ -23,9 +23,13 @@ bearer = HTTPBearer(auto_error=False, description="the Reef token (`reef token`)
 class Forbidden(AuthError):
     """A valid token that may not touch this scenario (HTTP 403)."""
 
+    http_status = 403
+
 
 class Unauthorized(AuthError):
     """No token or a wrong one (HTTP 401)."""
+
+    http_status = 401
 
 
 class ErrorBody(BaseModel):
@@ -108,11 +112,61 @@ def grant_of(
 
 
 def allow(grant: Grant, scenario: str) -> None:
+    """Raise ``Forbidden`` unless ``grant`` may touch ``scenario``. Call it before any write."""
     if not grant.allows(scenario):
         raise Forbidden(
             f"this token is not allowed for scenario {scenario!r}",
             "use a token made for this scenario (`reef token create --scenario`)",
         )
+
+
+def path_scenario(scenario: str, grant: Grant = Depends(grant_of)) -> str:
+    """The ``{scenario}`` of a route's path, well named and allowed for the caller. As a
+    dependency it is checked before the route function runs, so before any write."""
+    check_name("scenario", scenario)
+    allow(grant, scenario)
+    return scenario
+
+
+async def _report_scenario(request: Request, report: ReportIn, grant: Grant) -> str:
+    """The scenario a report is stored in, authorised before anything is written.
+
+    It is ``x-reef-scenario``, else the references' scenario, else the server's default.
+    Every scenario the report touches (its own and each referenced receipt's) must be
+    allowed for the caller's token; the chosen scenario is passed to ``save_report``
+    explicitly, so a receipt recorded between this check and the insert cannot move the
+    report into a scenario that was not authorised.
+    """
+    header = request.headers.get("x-reef-scenario")
+    if header is not None:
+        check_name("scenario", header)
+    store: RecordStore = request.app.state.store
+    recorder = request.app.state.recorder
+    known: dict[str, str] = {}
+    if report.references:
+        known = await asyncio.to_thread(store.exists, report.references)
+        if len(known) < len(report.references) and recorder is not None:
+            await asyncio.to_thread(recorder.flush, 10.0)
+            known = await asyncio.to_thread(store.exists, report.references)
+        missing = [r for r in report.references if r not in known]
+        if missing:
+            raise ReportInvalid(
+                "references",
+                f"unknown receipt {missing[0]!r}",
+                "send receipts from x-reef-agent-record-id headers of this server",
+            )
+    referenced = sorted(set(known.values()))
+    for name in ([header] if header is not None else []) + referenced:
+        allow(grant, name)
+    if header is not None:
+        return header
+    if len(referenced) > 1:
+        raise ReportInvalid("references", "receipts come from more than one scenario")
+    if referenced:
+        return referenced[0]
+    default: str = request.app.state.config.default_scenario
+    allow(grant, default)
+    return default
 
 
 def make_router() -> APIRouter:
@@ -142,18 +196,9 @@ def make_router() -> APIRouter:
     ) -> ReportOut:
         """Score or comment on recorded exchanges by their receipts. Idempotent by `id`."""
         parsed = parse_report(body.model_dump())
-        scenario = request.headers.get("x-reef-scenario")
-        if scenario is not None:
-            check_name("scenario", scenario)
-            allow(grant, scenario)
         store: RecordStore = request.app.state.store
-        recorder = request.app.state.recorder
-        if recorder is not None and parsed.references:
-            known = await asyncio.to_thread(store.exists, parsed.references)
-            if len(known) < len(parsed.references):
-                await asyncio.to_thread(recorder.flush, 10.0)
-        stored = await asyncio.to_thread(save_report, store, parsed, scenario)
-        allow(grant, stored.scenario)
+        target = await _report_scenario(request, parsed, grant)
+        stored = await asyncio.to_thread(save_report, store, parsed, target)
         if not stored.created:
             response.status_code = 200
         return ReportOut(**stored.to_json(), created=stored.created)
@@ -169,8 +214,7 @@ def make_router() -> APIRouter:
         return _scenario_out(scenarios.create(body.name, body.description))
 
     @router.get("/reef/scenarios/{scenario}/releases", tags=["releases"], responses=ERRORS)
-    def releases(scenario: str, grant: Grant = Depends(grant_of)) -> list[dict[str, Any]]:
-        allow(grant, scenario)
+    def releases(scenario: str = Depends(path_scenario)) -> list[dict[str, Any]]:
         return [r.to_json() for r in scenarios.get(scenario).chain().releases()]
 
     @router.post(
@@ -178,12 +222,10 @@ def make_router() -> APIRouter:
     )
     def rollback(
         request: Request,
-        scenario: str,
         body: RollbackIn | None = None,
-        grant: Grant = Depends(grant_of),
+        scenario: str = Depends(path_scenario),
     ) -> dict[str, Any]:
         """Publish a new release with the content of an earlier one (numbers only grow)."""
-        allow(grant, scenario)
         body = body or RollbackIn(to=None, reason="")
         chain = scenarios.get(scenario).chain()
         target = body.to
@@ -206,12 +248,10 @@ def make_router() -> APIRouter:
     )
     def promote(
         request: Request,
-        scenario: str,
         body: PromoteIn | None = None,
-        grant: Grant = Depends(grant_of),
+        scenario: str = Depends(path_scenario),
     ) -> dict[str, Any]:
         """Make a (pending) release live by publishing its content as a new live release."""
-        allow(grant, scenario)
         body = body or PromoteIn(release=None, reason="")
         chain = scenarios.get(scenario).chain()
         if body.release is None:

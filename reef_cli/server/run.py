@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from reef_cli.core import tokens
 from reef_cli.core.errors import ServeError
+from reef_cli.core.jobs import JobRunner
+from reef_cli.server import log_redaction
 from reef_cli.server.config import ServeConfig
 
 
@@ -55,7 +58,35 @@ def with_default_upstream(config: ServeConfig) -> tuple[ServeConfig, object | No
     ), thread
 
 
-def serve(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
+def configure_logging(upstream_key: str | None = None) -> None:
+    """Reef's log lines go to stderr, and no line of any logger names a credential: the
+    redacting filter goes on the root handler, Reef's and uvicorn's loggers (uvicorn's own
+    handlers get it from ``uvicorn_options``), with this server's token and the upstream
+    key as exact values to hide."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_redaction.add_secret(tokens.main_token(create=False), upstream_key)
+    log_redaction.install()
+
+
+def uvicorn_options(config: ServeConfig) -> dict[str, Any]:
+    """uvicorn settings for `reef serve` (less host and port): its logging is configured
+    with the redacting filter, so no log line (the access log included) carries a
+    credential, whatever the route answered."""
+    return {
+        "log_level": "info",
+        "log_config": log_redaction.uvicorn_log_config(),
+        "access_log": config.access_log,
+        "timeout_keep_alive": 30,
+        "h11_max_incomplete_event_size": 64 * 1024,
+    }
+
+
+def serve(
+    config: ServeConfig,
+    announce: Callable[[str], None] = print,
+    jobs: JobRunner | None = None,
+) -> None:
+    """Run `reef serve` in the foreground; ``jobs`` runs evolution jobs (see create_app)."""
     import sys
 
     import uvicorn
@@ -68,7 +99,7 @@ def serve(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
 
     accepted = token_set(config)
     config, _embedded_thread = with_default_upstream(config)  # lives as long as serve
-    app = create_app(config, tokens=accepted, run_jobs=True)
+    app = create_app(config, tokens=accepted, jobs=jobs)
     upstream = app.state.upstream
     auth = (
         "open (loopback, no token)" if accepted is None else "bearer token (`reef token` prints it)"
@@ -80,17 +111,9 @@ def serve(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
         f"reef serve: http://{config.host}:{config.port} -> {target}; auth: {auth}; "
         f"recording: {'on' if config.record else 'off'}"
     )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging(upstream.key)
     try:
-        uvicorn.run(
-            app,
-            host=config.host,
-            port=config.port,
-            log_level="info",
-            access_log=config.access_log,
-            timeout_keep_alive=30,
-            h11_max_incomplete_event_size=64 * 1024,
-        )
+        uvicorn.run(app, host=config.host, port=config.port, **uvicorn_options(config))
     except OSError as exc:
         raise ServeError(
             f"cannot bind {config.host}:{config.port}: {exc.strerror}", "pick another --port"

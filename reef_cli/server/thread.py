@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
 from typing import Any
+
+import uvicorn
+
+
+class QuietConfig(uvicorn.Config):
+    """A uvicorn Config that leaves the process's logging as it is. uvicorn's own
+    ``configure_logging`` re-applies its default config and, with ``access_log=False``,
+    empties the ``uvicorn.access`` logger for the whole process: a trial gateway started
+    inside `reef serve` would switch off the main server's access log and its filters."""
+
+    def configure_logging(self) -> None:
+        logging.addLevelName(5, "TRACE")
 
 
 class ServerThread:
     """``with ServerThread(app) as srv: srv.url`` — a live server on a free loopback port."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", **uvicorn_options: Any) -> None:
-        import uvicorn
-
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
@@ -25,7 +36,9 @@ class ServerThread:
             "lifespan": "on",
             **uvicorn_options,
         }
-        self.config = uvicorn.Config(app, **options)
+        # Only a server that brings its own log config may touch the process's logging.
+        config_class = uvicorn.Config if "log_config" in uvicorn_options else QuietConfig
+        self.config = config_class(app, **options)
         self.server = uvicorn.Server(self.config)
         self.thread = threading.Thread(target=self._run, daemon=True)
 
