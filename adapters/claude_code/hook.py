@@ -1,6 +1,9 @@
-"""Claude Code hook entry point: ``python -P -m adapters.claude_code.hook EVENT --config F``.
+"""Claude Code hook entry point: ``reef hook claude-code EVENT --config F`` (also runnable
+as ``python -P -m adapters.claude_code.hook EVENT --config F``).
 
-Claude Code runs it with the hook's JSON on stdin and reads JSON from stdout:
+``settings.json`` finds ``reef`` when the hook runs (render.hook_command), so a moved venv
+does not break it. Claude Code runs it with the hook's JSON on stdin and reads JSON from
+stdout:
 
 - ``session-start`` (``SessionStart``; stdin has ``session_id``, ``transcript_path``,
   ``cwd``, ``source``): prints ``{"systemMessage": notice, "hookSpecificOutput":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,13 @@ from adapters import _files
 from adapters._files import InstallError, Merge, Plan
 from adapters.base import ReleaseToInstall, Routing
 from adapters.claude_code import settings_json
+from reef_cli.core import launcher
 from reef_cli.core.tree import HarnessTree, parse_files
 
 TEMPLATES = Path(__file__).parent / "templates"
 HOOK_CONFIG = f"{_files.STATE_DIR}/hook.json"
 VERSIONS_COMMAND = "commands/versions.md"
 RESERVED_COMMANDS = frozenset({"versions"})
-HOOK_MODULE = "adapters.claude_code.hook"
 EVENTS = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit"}
 
 
@@ -71,26 +70,52 @@ def versions_command(scenario: str) -> str:
     )
 
 
-def package_root() -> Path:
-    """The folder that holds the ``adapters`` package (put on the hook's PYTHONPATH)."""
-    return Path(__file__).resolve().parents[2]
+#: What a hook says when no `reef` command can be found at all (the venv moved or was
+#: removed): a visible line at session start, and ``/versions`` blocked with the same text
+#: (so it never goes to the model). Other prompts go on untouched.
+MISSING = (
+    "Reef: cannot find the `reef` command (the one recorded at install, {recorded}, is "
+    "gone and there is none on PATH), so /versions and update notices are off. Put `reef` "
+    "on PATH or install again: reef harness install --adapter claude-code --target {target}"
+)
 
 
-def hook_command(event_arg: str, config: Path, python: str | None = None) -> str:
-    """The shell command Claude Code runs for one hook event.
+def hook_command(event_arg: str, config: Path, reef: str | None = None) -> str:
+    """The shell command Claude Code runs for one hook event: ``reef hook claude-code
+    EVENT --config F`` with ``reef`` resolved when the hook runs.
 
-    ``-P`` keeps the project's own folder (Claude Code runs hooks in it) off ``sys.path``,
-    so a project with its own ``adapters`` package cannot shadow Reef's.
+    ``reef`` is looked up in order: ``$REEF_CLI`` (set by `reef-claude` to the running
+    one), the path recorded here at install (``reef``, default: this installation's), and
+    ``reef`` on ``PATH``. A console script puts its own ``bin/`` (not the project Claude
+    Code runs the hook in) first on ``sys.path``, so a project's own ``adapters`` package
+    cannot shadow Reef's.
     """
-    py = python or sys.executable
+    recorded = reef if reef is not None else (launcher.current_cli() or "")
+    q = shlex.quote
+    call = f"hook claude-code {event_arg} --config {q(str(config))}"
+    message = MISSING.format(recorded=recorded or "(none)", target=config.parent.parent)
+    if event_arg == "session-start":
+        fallback = f"printf '%s\\n' {q(json.dumps({'systemMessage': message}))}"
+    else:
+        block = json.dumps({"decision": "block", "reason": message})
+        fallback = (
+            f'grep -Eq \'"prompt"[[:space:]]*:[[:space:]]*"[[:space:]]*/versions\' && '
+            f"printf '%s\\n' {q(block)}; exit 0"
+        )
     return (
-        f"PYTHONPATH={shlex.quote(str(package_root()))} {shlex.quote(py)} -P -m {HOOK_MODULE} "
-        f"{event_arg} --config {shlex.quote(str(config))}"
+        f'R="${{{launcher.CLI_ENV}:-}}"; [ -f "$R" ] && [ -x "$R" ] || R={q(recorded)}; '
+        '[ -f "$R" ] && [ -x "$R" ] || R="$(command -v reef)"; '
+        f'if [ -n "$R" ] && [ -x "$R" ]; then exec "$R" {call}; fi; {fallback}'
     )
 
 
 def hook_config(
-    release: ReleaseToInstall, target: Path, routing: Routing, reef_home: Path, binary: str
+    release: ReleaseToInstall,
+    target: Path,
+    routing: Routing,
+    reef_home: Path,
+    binary: str,
+    reef: str | None = None,
 ) -> str:
     data: dict[str, Any] = {
         "adapter": "claude-code",
@@ -99,6 +124,7 @@ def hook_config(
         "reef_home": str(reef_home),
         "base_url": routing.base_url,
         "binary": binary,
+        "reef_command": reef,
     }
     return json.dumps(data, indent=2) + "\n"
 
@@ -111,8 +137,12 @@ def build_plan(
     reef_home: Path,
     binary: str,
     record: dict[str, Any],
+    reef: str | None = None,
 ) -> tuple[Plan, list[str]]:
-    """The whole install, planned in memory; returns the plan and the skipped paths."""
+    """The whole install, planned in memory; returns the plan and the skipped paths.
+
+    ``reef`` is the `reef` executable the hooks record (default: this installation's)."""
+    reef = reef if reef is not None else (launcher.current_cli() or "")
     tree = parse_files(release.files, where=f"r{release.number}")
     clash = sorted(RESERVED_COMMANDS & {c.name for c in tree.commands})
     if clash:
@@ -130,7 +160,7 @@ def build_plan(
             skipped.append(rel)  # pi extensions: Claude Code has no equivalent
     plan.own(VERSIONS_COMMAND, versions_command(release.scenario))
     config = target / HOOK_CONFIG
-    plan.own(HOOK_CONFIG, hook_config(release, target, routing, reef_home, binary))
+    plan.own(HOOK_CONFIG, hook_config(release, target, routing, reef_home, binary, reef))
 
     section = claude_md_section(tree, release.scenario, release.number)
     plan.merge(
@@ -140,7 +170,7 @@ def build_plan(
             remove=lambda text: _files.without_section(text) or None,
         ),
     )
-    commands = {event: hook_command(arg, config) for event, arg in EVENTS.items()}
+    commands = {event: hook_command(arg, config, reef) for event, arg in EVENTS.items()}
     plan.merge(
         settings_json.REL,
         Merge(
@@ -148,7 +178,7 @@ def build_plan(
             remove=settings_json.unmerged,
         ),
     )
-    plan.record = {**record, "skipped": skipped}
+    plan.record = {**record, "skipped": skipped, "reef_command": reef}
     _check_people_files(plan)
     return plan, skipped
 

@@ -6,8 +6,9 @@ Claude Code 2.1 reads hooks as::
                                              "timeout": 30}]}],
                "UserPromptSubmit": [...]}}
 
-Reef's entries are recognised by ``MARK`` in their command, so re-installing replaces
-them and uninstalling removes exactly them; every other key, group and hook stays.
+Reef's entries are recognised by one of ``MARKS`` in their command (``MARK`` today, the
+module path older installs ran), so re-installing replaces them and uninstalling removes
+exactly them; every other key, group and hook stays.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from typing import Any
 
 from adapters._files import InstallError, dump_json, parse_json_object, person_json_object
 
-MARK = "adapters.claude_code.hook"
+#: In every hook command Reef writes: ``"$R" hook claude-code EVENT --config …``.
+MARK = " hook claude-code "
+MARKS = (MARK, "adapters.claude_code.hook")
 EVENTS = ("SessionStart", "UserPromptSubmit")
 REL = "settings.json"
 
 
 def _is_reef(hook: Any) -> bool:
-    return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
+    return isinstance(hook, dict) and any(m in str(hook.get("command", "")) for m in MARKS)
 
 
 def _hooks_of(data: dict[str, Any]) -> dict[str, Any]:

@@ -22,26 +22,36 @@ from adapters._files import (
     read_json_object,
 )
 from adapters.base import Routing
+from reef_cli.core.launcher import RELEASE_HEADER
 
 PROVIDER = "reef"
 REL = "models.json"
 NO_TOKEN = "reef-no-token"  # what pi sends when no token is set: an open `reef serve` accepts it
 
 
-def provider_entry(routing: Routing, models: list[str], token_file: Path | None) -> dict[str, Any]:
-    """The provider object: OpenAI chat completions at ``reef serve``, with Reef's headers."""
+def provider_entry(
+    routing: Routing, models: list[str], token_file: Path | None, release: int | None = None
+) -> dict[str, Any]:
+    """The provider object: OpenAI chat completions at ``reef serve``, with Reef's headers.
+
+    ``release`` (the release being installed) goes out as ``x-reef-release-id`` on every
+    request, so records are credited to what is installed, not to what is served. Every
+    install renders this file again, so the header follows ``/versions N install``."""
     key = f"printenv {routing.token_env}"
     if token_file is not None:
         key += f" || cat {shlex.quote(str(token_file))} 2>/dev/null"
+    headers = {
+        "x-reef-scenario": f"!echo {shlex.quote(routing.scenario)}",
+        "x-reef-session": f"!printenv {routing.session_env} || echo none",
+    }
+    if release is not None and release > 0:  # a trial's candidate (0) is no release
+        headers[RELEASE_HEADER] = f"!echo {int(release)}"
     return {
         "name": f"Reef ({routing.scenario})",
         "baseUrl": routing.base_url.rstrip("/") + "/v1",
         "api": "openai-completions",
         "apiKey": f"!{key} || echo {NO_TOKEN}",
-        "headers": {
-            "x-reef-scenario": f"!echo {shlex.quote(routing.scenario)}",
-            "x-reef-session": f"!printenv {routing.session_env} || echo none",
-        },
+        "headers": headers,
         "models": [{"id": model, "name": f"{model} (Reef)"} for model in models],
     }
 

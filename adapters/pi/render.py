@@ -15,7 +15,6 @@ extensions/<n>.ts          extensions/<n>.ts
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +26,7 @@ from adapters import _files
 from adapters._files import InstallError, Merge, Plan
 from adapters.base import ReleaseToInstall, Routing
 from adapters.pi import models_json
+from reef_cli.core import launcher
 
 AGENTS = "AGENTS.md"
 EXTENSION_DIR = "extensions/reef"
@@ -87,7 +87,10 @@ def extension_config(
     release: ReleaseToInstall, target: Path, routing: Routing, reef_home: Path
 ) -> dict[str, Any]:
     return {
-        "command": [sys.executable, "-m", "reef_cli"],
+        # This installation's `reef`; the extension falls back to $REEF_CLI or `reef` on
+        # PATH (with a visible warning) when the recorded path is gone.
+        "command": launcher.cli_argv(),
+        "cliEnv": launcher.CLI_ENV,
         "env": cli_env(routing, reef_home),
         "scenario": release.scenario,
         "release": release.number,
@@ -175,7 +178,7 @@ def plan(
         result.own(rel, text)
     section = agents_section(release)
     result.merge(AGENTS, Merge(lambda old: _files.with_section(old, section), _unsection))
-    entry = models_json.provider_entry(routing, models, token_file)
+    entry = models_json.provider_entry(routing, models, token_file, release.number)
     result.merge(
         models_json.REL,
         Merge(
@@ -191,6 +194,7 @@ def plan(
         "latest": release.latest,
         "base_url": routing.base_url,
         "models": models,
+        "reef_command": json.loads(owned[CONFIG])["command"][0],
     }
     return result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -41,16 +42,57 @@ def _check(response: Any) -> dict[str, Any]:
     if response.status_code >= 400:
         error = data.get("error", {}) if isinstance(data, dict) else {}
         message = error.get("message") if isinstance(error, dict) else None
-        raise ServeError(
+        failure = ServeError(
             f"reef serve answered {response.status_code}: {message or response.text[:200]}",
             (error.get("hint") if isinstance(error, dict) else None) or "see `reef serve` logs",
         )
+        failure.status_code = response.status_code  # type: ignore[attr-defined]
+        raise failure
     return data if isinstance(data, dict) else {"data": data}
 
 
+def parse_score(text: str | None) -> float | None:
+    """``--score``: a finite number; anything else (nan, inf, words) is a one-line error."""
+    import math
+
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = math.nan
+        finite = False
+    else:
+        finite = math.isfinite(value)
+    if not finite:
+        raise ReefError(
+            f"--score {text!r} is not a finite number",
+            "pass a finite number such as --score 0.8 or --score -1",
+        )
+    return value
+
+
+def report_id(adapter_name: str, scenario: str, session_id: str, receipts: list[str]) -> str:
+    """The id a wrapper's report gets by default: the same session and receipts give the
+    same id, so `report` run twice stores one report (POST /reef/report is idempotent by
+    id)."""
+    import hashlib
+
+    key = json.dumps([adapter_name, scenario, session_id, sorted(receipts)])
+    return "rep_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
 def report_last_session(
-    adapter_name: str, scenario: str, target: Path, score: float | None, feedback: str | None
+    adapter_name: str,
+    scenario: str,
+    target: Path,
+    score: float | None,
+    feedback: str | None,
+    *,
+    again: bool = False,
 ) -> dict[str, Any]:
+    """Report on the receipts of the agent's last session with receipts. Stored once per
+    session and receipts (an id derived from them) unless ``again``, which adds another."""
     import adapters
 
     if score is None and not feedback:
@@ -67,15 +109,29 @@ def report_last_session(
         "references": last.receipts,
         "metadata": {"agent": adapter_name, "session_id": last.session_id},
     }
+    if not again:
+        body["id"] = report_id(adapter_name, scenario, last.session_id, last.receipts)
     if score is not None:
         body["score"] = score
     if feedback:
         body["feedback"] = feedback
     client, headers = _client()
     with client:
-        return _call(
-            client.post, "/reef/report", json=body, headers={**headers, "x-reef-scenario": scenario}
-        )
+        try:
+            return _call(
+                client.post,
+                "/reef/report",
+                json=body,
+                headers={**headers, "x-reef-scenario": scenario},
+            )
+        except ServeError as exc:
+            if not again and getattr(exc, "status_code", None) == 409:
+                raise ReefError(
+                    f"the last session ({last.session_id}) already has report {body['id']} "
+                    "with another score or feedback",
+                    "pass --again to store another report on the same receipts",
+                ) from None
+            raise
 
 
 def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dict[str, Any]:
@@ -89,7 +145,9 @@ def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dic
             json={"ask": ask, "scenario": scenario, "adapter": adapter_name},
             headers=headers,
         )
-        console().print(f"job {job['id']} queued (Reefine, scenario {scenario})")
+        console().print(
+            f"job {job['id']} queued (Reefine, scenario {scenario}, trial on {adapter_name})"
+        )
         if not wait:
             console().print(f"follow it: GET /reef/jobs/{job['id']}, or rerun with --wait")
             return job
@@ -103,6 +161,12 @@ def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dic
                 last = message
     if job.get("state") == "published":
         console().print(f"[green]published r{job['release']}[/] — {job.get('message', '')}")
+    elif job.get("state") == "pending":
+        console().print(
+            f"[yellow]pending r{job['release']}[/] — {job.get('message', '')}; it holds "
+            f"extension code: review it, then `reef harness promote {job['release']} "
+            f"-s {scenario}`"
+        )
     else:
         raise ReefError(
             f"evolve ended {job.get('state')}: {job.get('message', '')}",

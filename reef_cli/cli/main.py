@@ -17,6 +17,7 @@ from reef_cli.cli import (
     doctor,
     evolve,
     harness,
+    hook,
     records,
     report,
     sandbox,
@@ -52,6 +53,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+app.add_typer(serve.app, name="serve")
 app.add_typer(harness.app, name="harness")
 app.add_typer(scenario.app, name="scenario")
 app.add_typer(config.app, name="config")
@@ -59,11 +61,11 @@ app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(records.app, name="records")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(token.app, name="token")
-app.command("serve")(serve.serve)
 app.command("report")(report.report)
 app.command("doctor")(doctor.doctor)
 app.command("evolve")(evolve.evolve)
 app.command("quickstart")(evolve.quickstart)
+app.command("hook", hidden=True, context_settings=hook.HOOK_CONTEXT)(hook.hook)
 
 
 def _version(value: bool) -> None:

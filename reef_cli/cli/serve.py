@@ -1,13 +1,18 @@
-"""`reef serve`: the recording proxy and the Reef API."""
+"""`reef serve`: the recording proxy and the Reef API; `reef serve status|stop` for the
+serve of this state dir (the one the agent wrappers start in the background)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from reef_cli.cli._common import JsonOpt
+
 
 def serve(
+    ctx: typer.Context,
     host: str | None = typer.Option(None, "--host", help="address to bind [default: 127.0.0.1]"),
     port: int | None = typer.Option(None, "--port", help="port to bind [default: 8901]"),
     upstream: str | None = typer.Option(
@@ -40,8 +45,21 @@ def serve(
     recipe: str | None = typer.Option(
         None, "--recipe", help="accepted for compatibility with the original Reef (e.g. reefine)"
     ),
+    idle_exit: float | None = typer.Option(
+        None,
+        "--idle-exit",
+        min=0,
+        help="stop after this many seconds with no request, wrapper session or job "
+        "(the agent wrappers' background serve sets it) [default: never]",
+    ),
+    background: bool = typer.Option(
+        False, "--background", hidden=True, help="started by a wrapper (serve.json says so)"
+    ),
 ) -> None:
     """Run the recording proxy: OpenAI/Anthropic routes, receipts, reports, the Reef API."""
+    if ctx.invoked_subcommand is not None:
+        return  # `reef serve status|stop`
+    from reef_cli.core import serve_process
     from reef_cli.core.config import load_settings
     from reef_cli.server import config as serve_config
     from reef_cli.server.run import serve as run_server
@@ -69,4 +87,86 @@ def serve(
         "access_log": access_log or None,
     }
     values.update({k: v for k, v in flags.items() if v is not None})
-    run_server(serve_config.build(values), announce=typer.echo)
+    from recipes.jobs import Worker  # the CLI is where parts are wired together
+
+    built = serve_config.build(values)
+    recorded = serve_process.announce(built.host, built.port, idle_exit, background)
+    watcher = serve_process.watch_idle(built.port, idle_exit)
+    previous = _exit_cleanly_on_sigterm()
+    try:
+        run_server(serve_config.build(values), announce=typer.echo, jobs=Worker())
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        serve_process.retire(recorded)
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_cleanly_on_sigterm() -> Any:
+    """uvicorn shuts down on SIGTERM, then raises it again with the handler it found: the
+    default one would kill the process before ``serve.json`` is forgotten. Make it a clean
+    exit (code 0) instead; returns the handler to put back (None: left alone)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        return None
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    return previous
+
+
+app = typer.Typer(
+    help="Run the recording proxy: OpenAI/Anthropic routes, receipts, reports, the Reef API. "
+    "`reef serve status` and `reef serve stop` see and stop this state dir's serve.",
+    rich_markup_mode=None,
+    invoke_without_command=True,
+)
+app.callback(invoke_without_command=True)(serve)
+
+
+@app.command("status")
+def status(as_json: JsonOpt = False) -> None:
+    """Whether this state dir's `reef serve` runs: pid, URL, health, idle limit."""
+    from reef_cli.core import serve_process
+
+    found = serve_process.status()
+    if as_json:
+        from reef_cli.cli._output import print_json
+
+        print_json(found)
+        return
+    if not found["running"]:
+        port = f" (last port {found['port']})" if found.get("port") else ""
+        typer.echo(f"no reef serve running for {found['state_dir']}{port}")
+        return
+    idle = found.get("idle_exit")
+    health = "healthy" if found["healthy"] else "not answering"
+    token = "accepts this state dir's token" if found["accepts_token"] else "rejects the token"
+    typer.echo(
+        f"reef serve running: pid {found['pid']}, {found['url']}, {health}, {token}; "
+        + (f"idle exit after {idle:g}s" if idle else "no idle exit")
+        + (f", {found['clients']} agent session(s)" if found["clients"] else "")
+        + (" (started by a wrapper)" if found["background"] else "")
+    )
+
+
+@app.command("stop")
+def stop() -> None:
+    """Stop this state dir's `reef serve`: the one a wrapper started, or one run by hand."""
+    from reef_cli.core import paths, serve_process
+
+    pid = serve_process.status().get("pid")
+    if serve_process.stop():
+        typer.echo(f"stopped reef serve (pid {pid})" if pid else "forgot a stale serve.json")
+    else:
+        typer.echo(f"no reef serve running for {paths.state_dir()}")

@@ -2,7 +2,7 @@
 
     reef-pi [pi arguments…]          run pi through `reef serve` (started if needed)
     reef-pi evolve "ask" [--wait]    hand an ask to the Reefine recipe
-    reef-pi report --score X [--feedback "…"]   score the last session's answers
+    reef-pi report --score X [--feedback "…"] [--again]   score the last session's answers
     reef-pi versions | install N | doctor
 
 Anything that is not one of these sub-commands is passed to the agent unchanged. The
@@ -65,21 +65,41 @@ class Wrapper:
             )
         running = serve_process.ensure_running()
         routing = Routing(base_url=running.url, scenario=scenario)
+        # The one path by which the token reaches the agent, for every adapter: the
+        # variable the agent's config reads (pi's models.json `!printenv`, Claude Code's
+        # ANTHROPIC_AUTH_TOKEN from wrapper_env), set here before anything reads it.
+        token = tokens.main_token(create=True) or ""
+        os.environ[routing.token_env] = token
         target = self.target(scenario)
         record = adapters.get(self.adapter).installed(target)
         if spec is not None or record is None or record.get("scenario") != scenario:
             install_release(self.adapter, scenario, routing, spec or "served", target)
-        return target, routing, tokens.main_token(create=True) or ""
+        elif record.get("base_url") != routing.base_url:
+            # The serve moved to another port: same release, routed to where it is now.
+            # allow_pending: it is the release the person already chose to install.
+            install_release(
+                self.adapter,
+                scenario,
+                routing,
+                str(record["release"]),
+                target,
+                allow_pending=True,
+            )
+        return target, routing, token
 
     # ------------------------------------------------------------ running the agent
 
     def run_agent(self, argv: list[str]) -> None:
         import adapters
+        from reef_cli.core import paths, serve_process
 
         scenario = self.scenario()
-        target, routing, token = self.prepare(scenario)
+        target, routing, _ = self.prepare(scenario)  # puts the token in os.environ
         command, extra = adapters.get(self.adapter).wrapper(target, routing, argv)  # type: ignore[arg-type]
-        env = {**os.environ, **extra, "REEF_TOKEN": token}
+        env = {**os.environ, **extra}
+        # The agent keeps this pid after exec: the background serve stays up while it runs.
+        serve_process.register_client(os.getpid())
+        os.umask(paths.person_umask())  # the agent writes the person's own project files
         os.execvpe(command[0], command, env)
 
     # ------------------------------------------------------------ sub-commands
@@ -123,26 +143,55 @@ class Wrapper:
 
         @app.command()
         def report(
-            score: Annotated[float | None, typer.Option("--score", help="A number.")] = None,
+            score: Annotated[
+                str | None, typer.Option("--score", help="A finite number, e.g. 0.8.")
+            ] = None,
             feedback: Annotated[str | None, typer.Option("--feedback", help="Text.")] = None,
+            again: Annotated[
+                bool,
+                typer.Option(
+                    "--again",
+                    help="Store another report on the same receipts (by default a report "
+                    "on the same session and receipts is stored once).",
+                ),
+            ] = False,
             scenario: ScenarioOpt = None,
         ) -> None:
-            """Score the receipts of the agent's last session."""
-            from reef_cli.cli._wrapper_ops import report_last_session
+            """Score the receipts of the agent's last session (once, unless --again)."""
+            from reef_cli.cli._wrapper_ops import parse_score, report_last_session
 
+            value = parse_score(score)
             name = self.scenario(scenario)
-            stored = report_last_session(self.adapter, name, self.target(name), score, feedback)
-            typer.echo(f"report {stored['id']} stored for {len(stored['references'])} receipt(s)")
+            stored = report_last_session(
+                self.adapter, name, self.target(name), value, feedback, again=again
+            )
+            count = len(stored["references"])
+            if stored.get("created", True):
+                typer.echo(f"report {stored['id']} stored for {count} receipt(s)")
+            else:
+                typer.echo(
+                    f"report {stored['id']} already stored for {count} receipt(s); "
+                    "nothing added (--again adds another)"
+                )
 
         @app.command()
         def evolve(
             ask: Annotated[str, typer.Argument(help="What should change, in a sentence.")],
             scenario: ScenarioOpt = None,
             wait: Annotated[bool, typer.Option("--wait", help="Wait for the release.")] = False,
+            yes: Annotated[
+                bool, typer.Option("--yes", "-y", help="Ask no clarifying questions.")
+            ] = False,
         ) -> None:
-            """Hand an ask to the Reefine recipe (runs in `reef serve`)."""
+            """Hand an ask to the Reefine recipe: it runs in `reef serve` and trials the
+            change on this wrapper's agent."""
             from reef_cli.cli._wrapper_ops import submit_evolve
+            from reef_cli.core.asks import check_ask, clarified
 
+            if yes or not sys.stdin.isatty():
+                ask = check_ask(ask)  # refused here, before a serve starts
+            else:
+                ask = clarified(ask, lambda q: str(typer.prompt(q, default="", show_default=False)))
             submit_evolve(self.adapter, self.scenario(scenario), ask, wait)
 
         @app.command()

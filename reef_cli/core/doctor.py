@@ -134,19 +134,105 @@ def _ollama() -> Row:
     return Row("ollama", "ok", f"{host()}: {offer} (reef config set model ollama/<name>)")
 
 
-def _sandbox_rows() -> list[Row]:
+def _model(timeout: float = 3.0) -> Row:
+    """The configured model (``reef config set model`` / ``api_base``) is reachable: one
+    ``GET …/models`` with a short timeout; no call that costs tokens."""
+    import httpx
+
+    from reef_cli.core.llm import EMBEDDED, default_model, endpoint_for
+
+    model, api_base = default_model()
+    if model == EMBEDDED:
+        return Row("model", "ok", "none configured: recipes use the embedded model")
+    endpoint = endpoint_for(model, api_base)
+    base = (endpoint.url or "").rstrip("/")
+    probe = base + ("/models" if base.endswith("/v1") else "/v1/models")
+    headers: dict[str, str] = {}
+    key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
+    if endpoint.key_env and not key:
+        return Row(
+            "model",
+            "warn",
+            f"{model} at {base}: ${endpoint.key_env} is not set",
+            f"export {endpoint.key_env}=<your API key>",
+        )
+    if key and endpoint.dialect == "anthropic":
+        headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    elif key:
+        headers = {"authorization": f"Bearer {key}"}
+    change = "`reef config set api_base URL` (or `reef config unset model` for the embedded one)"
     try:
-        import sandbox
-    except ImportError:
-        return []
-    rows_fn = getattr(sandbox, "doctor_rows", None)
-    if rows_fn is None:
-        return []
-    # The sandbox reports (name, ok, detail, fix); isolation is optional until a trial runs.
-    return [Row(name, "ok" if ok else "warn", detail, fix) for name, ok, detail, fix in rows_fn()]
+        response = httpx.get(probe, headers=headers, timeout=timeout)
+    except httpx.TimeoutException:
+        return Row(
+            "model",
+            "fail",
+            f"{model}: {probe} did not answer within {timeout:g}s",
+            f"start the model server, or {change}",
+        )
+    except httpx.HTTPError as exc:
+        return Row(
+            "model",
+            "fail",
+            f"{model}: cannot reach {probe} ({type(exc).__name__})",
+            f"start the model server, or {change}",
+        )
+    status = response.status_code
+    if status in (401, 403):
+        return Row(
+            "model",
+            "warn",
+            f"{model}: {probe} answered {status} (the API key was refused)",
+            f"check ${endpoint.key_env}" if endpoint.key_env else "check the server's API key",
+        )
+    if status >= 500:
+        return Row(
+            "model", "warn", f"{model}: {probe} answered {status}", f"check the server, or {change}"
+        )
+    return Row(
+        "model", "ok", f"{model}: {base} reachable (GET {probe.removeprefix(base)}: {status})"
+    )
 
 
-def run_checks() -> list[Row]:
+def _binaries_without_sandbox() -> list[Row]:
+    """bwrap and pasta found on PATH, for a caller that has no sandbox check to give."""
+    return [
+        _binary("bwrap", ["bwrap", "--version"], f"{APT} bubblewrap"),
+        _binary("pasta", ["pasta", "--version"], f"{APT} passt"),
+    ]
+
+
+def _isolation(sandbox_rows: list[Row] | None) -> list[Row]:
+    """The bwrap/pasta rows and the sandbox's own checks. Given the sandbox's rows (the
+    CLI passes them: core does not import the sandbox), its ``bwrap`` and ``pasta`` rows
+    *are* the bwrap and pasta checks — one finder, one answer; the rest are ``sandbox: …``."""
+    if sandbox_rows is None:
+        return _binaries_without_sandbox()
+    by_name = {row.name: row for row in sandbox_rows}
+    for own in _binaries_without_sandbox() if {"bwrap", "pasta"} - set(by_name) else []:
+        by_name.setdefault(own.name, own)  # the sandbox check itself failed: say what PATH has
+    rows = [by_name["bwrap"], by_name["pasta"]]
+    bwrap_ok = rows[0].status == "ok"
+    for row in sandbox_rows:
+        if row.name in ("bwrap", "pasta"):
+            continue
+        if row.name == "mode" and row.detail.startswith("bwrap") and not bwrap_ok:
+            # "mode: bwrap" next to "bwrap: not found" said two things: say the one that holds
+            row = Row(
+                "mode",
+                "warn",
+                "bwrap is the sandbox mode, but bwrap is not found: trials cannot run",
+                rows[0].fix,
+            )
+        rows.append(Row(f"sandbox: {row.name}", row.status, row.detail, row.fix))
+    return rows
+
+
+def run_checks(
+    sandbox_rows: list[Row] | None = None, install_rows: list[Row] | None = None
+) -> list[Row]:
+    """Every check, one row each. ``sandbox_rows`` and ``install_rows`` come from the
+    caller (`reef doctor` asks the sandbox and the adapters; core imports neither)."""
     python = f"{sys.version.split()[0]} ({sys.executable})"
     rows = [
         Row(
@@ -154,19 +240,19 @@ def run_checks() -> list[Row]:
         ),
         _binary("git", ["git", "--version"], f"{APT} git", required=True),
         _binary("git-lfs", ["git", "lfs", "version"], f"{APT} git-lfs"),
-        _binary("bwrap", ["bwrap", "--version"], f"{APT} bubblewrap"),
-        _binary("pasta", ["pasta", "--version"], f"{APT} passt"),
+        *_isolation(sandbox_rows),
         _node(),
         _binary("pi", ["pi", "--version"], "scripts/install_agents.sh (pi 1.6 in .tools/bin)"),
         _binary("pi 0.73", ["pi-0.73", "--version"], "scripts/install_agents.sh"),
         _binary("claude", ["claude", "--version"], "scripts/install_agents.sh (Claude Code)"),
         _embedded_model(),
+        _model(),
         _ollama(),
         _state_dir(),
+        *(install_rows or []),
         *_shadowing(),
-        *_sandbox_rows(),
     ]
-    if os.environ.get("REEF_SANDBOX") == "none":
+    if sandbox_rows is None and os.environ.get("REEF_SANDBOX") == "none":
         rows.append(
             Row("REEF_SANDBOX", "warn", "none: trials run without isolation", "unset REEF_SANDBOX")
         )

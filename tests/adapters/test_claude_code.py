@@ -110,8 +110,11 @@ def test_install_renders_rules_skills_commands_hooks(
 
     hooks = settings_json.reef_commands((target / "settings.json").read_text())
     assert set(hooks) == {"SessionStart", "UserPromptSubmit"}
-    assert " -P -m adapters.claude_code.hook session-start --config " in hooks["SessionStart"][0]
+    # `reef hook …`, with `reef` resolved when the hook runs (not an interpreter path)
+    assert " hook claude-code session-start --config " in hooks["SessionStart"][0]
+    assert "python" not in hooks["SessionStart"][0]
     config = json.loads((target / ".reef/hook.json").read_text())
+    assert config["reef_command"] == str(Path(sys.executable).parent / "reef")
     assert config["scenario"] == "demo" and config["target"] == str(target)
     assert config["reef_home"] == str(reef_home.absolute())
 
@@ -436,7 +439,7 @@ def test_wrapper_routes_everything_through_reef(
 def test_run_headless_times_out_with_code_124(tmp_path: Path) -> None:
     binary = fake_claude(tmp_path / "bin", sleep=30)
     started = datetime.now(UTC)
-    done = ClaudeCodeAdapter(binary=binary).run_headless(
+    done = ClaudeCodeAdapter(binary=binary).run_installed(
         "hi", tmp_path, tmp_path / "cfg", ROUTING, env={"PATH": os.environ["PATH"]}, timeout=1
     )
     assert done.returncode == 124 and "did not finish within 1s" in done.stderr
@@ -548,3 +551,124 @@ def test_harvest_for_a_project_target_reads_the_person_s_config_dir(
     found = ClaudeCodeAdapter().harvest(project / ".claude", store=None)
     assert [s.session_id for s in found] == ["11111111-2222-4333-8444-555555555555"]
     assert ClaudeCodeAdapter().harvest(tmp_path / "other" / ".claude") == []
+
+
+# ---------------------------------------------------------------- `reef` found at run time
+
+
+def _moved_reef(tmp_path: Path) -> tuple[Path, Path]:
+    """A `reef` at a venv path that is then moved away: (the recorded path, the new one)."""
+    real = Path(sys.executable).parent / "reef"
+    old = tmp_path / "old-venv" / "bin" / "reef"
+    old.parent.mkdir(parents=True)
+    old.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    old.chmod(0o755)
+    return old, tmp_path / "moved-venv"
+
+
+def _path_without_reef() -> str:
+    dirs = os.environ["PATH"].split(os.pathsep)
+    return os.pathsep.join(d for d in dirs if not (Path(d) / "reef").exists())
+
+
+def _hook_run(command: str, prompt: str | None, env: dict[str, str], cwd: Path) -> Any:
+    done = subprocess.run(
+        command,
+        shell=True,
+        cwd=cwd,
+        input=json.dumps({"prompt": prompt} if prompt is not None else {"source": "startup"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def test_hooks_find_reef_at_run_time_when_the_recorded_one_moved(
+    adapter: ClaudeCodeAdapter, chain: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from reef_cli.core import launcher
+
+    old, moved = _moved_reef(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(launcher, "current_cli", lambda: str(old))
+        install_release("claude-code", chain, ROUTING, "2", tmp_path / "cfg")
+    commands = settings_json.reef_commands((tmp_path / "cfg" / "settings.json").read_text())
+    start, prompt = commands["SessionStart"][0], commands["UserPromptSubmit"][0]
+    assert str(old) in prompt
+    assert adapter.installed(tmp_path / "cfg")["reef_command"] == str(old)  # type: ignore[index]
+    work = tmp_path / "project"
+    work.mkdir()
+    real = Path(sys.executable).parent / "reef"
+    bare = {"PATH": _path_without_reef()}
+
+    # Installed as recorded: it answers.
+    assert "installed r2" in _hook_run(prompt, "/versions", bare, work)["reason"]
+
+    old.parent.parent.rename(moved)  # the venv moved
+    # `reef` on PATH (a rebuilt venv) or the one a wrapper passes in $REEF_CLI: it answers.
+    on_path = {"PATH": f"{real.parent}{os.pathsep}{bare['PATH']}"}
+    assert "installed r2" in _hook_run(prompt, "/versions", on_path, work)["reason"]
+    assert (
+        "installed r2"
+        in _hook_run(prompt, "/versions", {**bare, "REEF_CLI": str(real)}, work)["reason"]
+    )
+    # No `reef` anywhere: /versions is still blocked (never reaches the model) and says why;
+    # the session start says it too; other prompts go on untouched.
+    blocked = _hook_run(prompt, "/versions 2", bare, work)
+    assert blocked["decision"] == "block"
+    assert blocked["reason"].startswith("Reef: cannot find the `reef` command")
+    assert str(old) in blocked["reason"] and "reef harness install" in blocked["reason"]
+    notice = _hook_run(start, None, bare, work)
+    assert notice["systemMessage"].startswith("Reef: cannot find the `reef` command")
+    assert _hook_run(prompt, "fix the bug", bare, work) is None
+
+    # `reef doctor` names the stale install and the command that renews it.
+    from tests.cli.helpers import reef_json
+
+    rows = [r for r in reef_json("doctor") if r["name"] == "install claude-code"]
+    assert len(rows) == 1 and rows[0]["status"] == "warn"
+    assert "stale" in rows[0]["detail"] and str(old) in rows[0]["detail"]
+    assert rows[0]["fix"].startswith("reef harness install --adapter claude-code -s demo")
+
+
+def test_old_hook_commands_are_replaced_on_reinstall(tmp_path: Path) -> None:
+    """Hooks written before `reef hook` (an interpreter path) are still Reef's."""
+    old = {
+        "hooks": {
+            "SessionStart": [
+                {
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": "PYTHONPATH=/x /gone/python -P -m "
+                            "adapters.claude_code.hook session-start --config /c",
+                        }
+                    ]
+                }
+            ]
+        }
+    }
+    text = settings_json.merged(json.dumps(old), {"SessionStart": 'R=x; "$R" hook claude-code s'})
+    assert settings_json.reef_commands(text) == {"SessionStart": ['R=x; "$R" hook claude-code s']}
+    assert settings_json.unmerged(json.dumps(old)) is None
+
+
+def test_wrapper_sends_the_installed_release_and_this_reef(
+    adapter: ClaudeCodeAdapter, chain: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("REEF_SESSION_ID", "sess-9")
+    target = tmp_path / "cfg"
+    install_release("claude-code", chain, ROUTING, "1", target)  # r2 is served
+    _, env = adapter.wrapper(target, ROUTING, [])
+    assert env["ANTHROPIC_CUSTOM_HEADERS"].splitlines() == [
+        "x-reef-scenario: demo",
+        "x-reef-session: sess-9",
+        "x-reef-release-id: 1",
+    ]
+    assert env["REEF_CLI"] == str(Path(sys.executable).parent / "reef")
+    install_release("claude-code", chain, ROUTING, "2", target)
+    _, env = adapter.wrapper(target, ROUTING, [])
+    assert "x-reef-release-id: 2" in env["ANTHROPIC_CUSTOM_HEADERS"].splitlines()

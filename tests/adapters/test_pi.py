@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -95,7 +96,9 @@ def test_install_renders_pi_layout(adapter: PiAdapter, target: Path, reef_home: 
     config = json.loads((target / "extensions/reef/reef.json").read_text())
     assert config["scenario"] == "demo" and config["release"] == 1
     assert config["target"] == str(target)
-    assert config["command"][1:] == ["-m", "reef_cli"] and Path(config["command"][0]).exists()
+    # this installation's `reef` (the extension resolves it again when it runs)
+    assert config["command"] == [str(Path(sys.executable).parent / "reef")]
+    assert config["cliEnv"] == "REEF_CLI"
     assert config["env"] == {
         "REEF_HOME": str(reef_home),
         "REEF_SERVE_HOST": "127.0.0.1",
@@ -115,6 +118,7 @@ def test_install_renders_pi_layout(adapter: PiAdapter, target: Path, reef_home: 
     assert reef["headers"] == {
         "x-reef-scenario": "!echo demo",
         "x-reef-session": "!printenv REEF_SESSION_ID || echo none",
+        "x-reef-release-id": "!echo 1",  # the installed release, not the served one
     }
     assert [m["id"] for m in reef["models"]] == ["m1", "m2"]
     assert adapter.installed(target) == {
@@ -125,6 +129,7 @@ def test_install_renders_pi_layout(adapter: PiAdapter, target: Path, reef_home: 
         "base_url": "http://127.0.0.1:9",
         "models": ["m1", "m2"],
         "target": str(target),
+        "reef_command": str(Path(sys.executable).parent / "reef"),
     }
 
 
@@ -148,6 +153,7 @@ def test_header_commands_run_in_sh_like_pi_runs_them(
     assert sh(reef["headers"]["x-reef-session"], base) == "none"
     assert sh(reef["headers"]["x-reef-session"], {**base, "REEF_SESSION_ID": "s-1"}) == "s-1"
     assert sh(reef["headers"]["x-reef-scenario"], base) == "demo"
+    assert sh(reef["headers"]["x-reef-release-id"], base) == "1"
     assert sh(reef["apiKey"], base) == "reef-no-token"
     assert sh(reef["apiKey"], {**base, "REEF_TOKEN": "tok"}) == "tok"
 

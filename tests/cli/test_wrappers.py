@@ -54,3 +54,38 @@ def test_unknown_scenario_name_is_refused_in_one_line() -> None:
     done = run("reef-claude", "versions", "-s", "Not_Kebab")
     assert done.returncode == 1 and "kebab-case" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_score_must_be_finite() -> None:
+    import pytest
+
+    from reef_cli.cli._wrapper_ops import parse_score
+    from reef_cli.core.errors import ReefError
+
+    assert parse_score(None) is None
+    assert [parse_score(v) for v in ("0.8", "-2", " 1e3 ", "0")] == [0.8, -2.0, 1000.0, 0.0]
+    for bad in ("nan", "NaN", "inf", "-Infinity", "1e999", "abc", "", "0.5x"):
+        with pytest.raises(ReefError, match="is not a finite number"):
+            parse_score(bad)
+
+
+def test_report_score_nan_is_one_line_without_a_traceback(reef_home: Path) -> None:
+    for tool in ("reef-pi", "reef-claude"):
+        done = run(tool, "report", "--score", "nan")
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.strip() == (
+            "reef: error: --score 'nan' is not a finite number "
+            "(fix: pass a finite number such as --score 0.8 or --score -1)"
+        )
+
+
+def test_report_id_follows_the_session_and_its_receipts() -> None:
+    from reef_cli.cli._wrapper_ops import report_id
+
+    receipts = ["rec_" + "a" * 24, "rec_" + "b" * 24]
+    first = report_id("pi", "demo", "s1", receipts)
+    assert first == report_id("pi", "demo", "s1", list(reversed(receipts)))
+    assert first.startswith("rep_") and len(first) == 28
+    assert first != report_id("pi", "demo", "s2", receipts)
+    assert first != report_id("pi", "demo", "s1", receipts[:1])
+    assert first != report_id("claude-code", "demo", "s1", receipts)

@@ -62,7 +62,7 @@ class Rig:
         install_release("claude-code", self.routing.scenario, self.routing, release, self.target)
 
     def claude(self, prompt: str, *args: str) -> Transcript:
-        done = self.adapter.run_headless(
+        done = self.adapter.run_installed(
             prompt,
             self.work,
             self.target,
@@ -210,7 +210,7 @@ def test_person_files_survive_install_use_and_uninstall(rig: Rig, fake_model: Fa
     merged = json.loads((target / "settings.json").read_text())
     assert merged["model"] == "claude-sonnet-4-5"
     commands = [h["command"] for g in merged["hooks"]["UserPromptSubmit"] for h in g["hooks"]]
-    assert commands[0] == f"cat >> {own_log}" and "adapters.claude_code.hook" in commands[1]
+    assert commands[0] == f"cat >> {own_log}" and " hook claude-code " in commands[1]
 
     rig.claude("hello")
     sent = json.dumps(rig.reef.records()[-1].request)
@@ -236,13 +236,13 @@ def test_project_dot_claude_target(rig: Rig, fake_model: FakeModel, monkeypatch:
     project_target = rig.work / ".claude"
     install_release("claude-code", "e2e", rig.routing, "1", project_target)
     env = {**rig.env(), "CLAUDE_CONFIG_DIR": str(rig.target)}  # the person's own config dir
-    done = rig.adapter.run_headless(
+    done = rig.adapter.run_installed(
         "hello", rig.work, project_target, rig.routing, env=env, timeout=RUN_TIMEOUT
     )
     assert done.returncode == 0, done.stderr
     sent = json.dumps(rig.reef.records()[-1].request)
     assert RULE_R1 in sent and SKILL_DESCRIPTION in sent
-    listing = rig.adapter.run_headless(
+    listing = rig.adapter.run_installed(
         "/versions", rig.work, project_target, rig.routing, env=env, timeout=RUN_TIMEOUT
     )
     assert "installed r1, latest r2" in listing.stdout
@@ -250,3 +250,36 @@ def test_project_dot_claude_target(rig: Rig, fake_model: FakeModel, monkeypatch:
     sessions = rig.adapter.harvest(project_target)
     assert [s.session_id for s in sessions] == [done.session.session_id]  # type: ignore[union-attr]
     assert sessions[0].receipts == [r.id for r in rig.reef.records()]
+
+
+def test_versions_work_after_the_recorded_reef_moved(
+    rig: Rig, fake_model: FakeModel, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The real Claude Code runs the hooks: with the recorded venv gone, `reef` is found on
+    PATH; with none anywhere, /versions is answered with what is wrong. No model call."""
+    import sys
+
+    from reef_cli.core import launcher
+
+    real = Path(sys.executable).parent / "reef"
+    old = tmp_path / "old-venv" / "bin" / "reef"
+    old.parent.mkdir(parents=True)
+    old.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    old.chmod(0o755)
+    with monkeypatch.context() as patch:
+        patch.setattr(launcher, "current_cli", lambda: str(old))
+        rig.install("1")
+    old.parent.parent.rename(tmp_path / "moved-venv")
+    monkeypatch.setattr(launcher, "agent_env", dict)  # not via a wrapper: no $REEF_CLI
+    bare = os.pathsep.join(
+        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "reef").exists()
+    )
+    base_env = rig.env
+
+    monkeypatch.setattr(rig, "env", lambda: {**base_env(), "PATH": f"{real.parent}:{bare}"})
+    assert "installed r1, latest r2" in rig.claude("/versions").stdout
+
+    monkeypatch.setattr(rig, "env", lambda: {**base_env(), "PATH": bare})
+    missing = rig.claude("/versions").stdout
+    assert "Reef: cannot find the `reef` command" in missing and str(old) in missing
+    assert len(fake_model.inference()) == 0 and rig.reef.records() == []

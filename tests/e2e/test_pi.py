@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_session_goes_through_reef_and_harvests(
     skill_md = sandbox["agent"] / "skills" / SKILL_NAME / "SKILL.md"
     fake_model.push(Turn(text="", tool_calls=[("read", {"path": str(skill_md)})]))
     fake_model.push(Turn(text="Bisect it first."))
-    transcript = adapter.run_headless(
+    transcript = adapter.run_installed(
         "Why did the test start failing?",
         sandbox["work"],
         sandbox["agent"],
@@ -142,7 +143,9 @@ def test_session_goes_through_reef_and_harvests(
     session = transcript.session
     assert isinstance(session, PiSession)
     assert session.reef_session_id and {r.session_id for r in records} == {session.reef_session_id}
-    assert all(r.release_id == 2 for r in records)  # the served release, whatever is installed
+    # Credited to the installed release: pi sent models.json's x-reef-release-id (r2 is served)
+    assert all(r.release_id == 1 for r in records)
+    assert models["providers"]["reef"]["headers"]["x-reef-release-id"] == "!echo 1"
 
     # The transcript pi wrote, parsed: turns, the tool call, the skill, the receipts.
     assert [t.role for t in session.turns] == ["user", "assistant", "tool", "assistant"]
@@ -241,7 +244,66 @@ def test_wrong_token_is_a_clear_failure(
     routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
     install_release("pi", routing.scenario, routing, "2", sandbox["agent"])
     env = {**_env(sandbox, reef_server), "REEF_TOKEN": "wrong"}
-    transcript = adapter.run_headless("hi", sandbox["work"], sandbox["agent"], routing, env=env)
+    transcript = adapter.run_installed("hi", sandbox["work"], sandbox["agent"], routing, env=env)
     assert transcript.returncode != 0
     assert "Reef token" in transcript.stderr
     assert fake_model.inference() == []
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_versions_find_reef_at_run_time_when_the_recorded_one_moved(
+    tool: str,
+    sandbox: dict[str, Path],
+    fake_model: FakeModel,
+    reef_server: ReefServer,
+    scenario_with_releases: Scenario,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The venv the install recorded moved: the extension uses `reef` from PATH (or
+    $REEF_CLI) and says so; with none at all it says that. Never a model call."""
+    from reef_cli.core import launcher
+
+    real = Path(sys.executable).parent / "reef"
+    old = tmp_path / "old-venv" / "bin" / "reef"
+    old.parent.mkdir(parents=True)
+    old.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    old.chmod(0o755)
+    adapter = PiAdapter(tool=tool, models=["fake-model"])
+    routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
+    with monkeypatch.context() as patch:
+        patch.setattr(launcher, "current_cli", lambda: str(old))
+        install_release("pi", routing.scenario, routing, "1", sandbox["agent"])
+    old.parent.parent.rename(tmp_path / "moved-venv")
+
+    bare = os.pathsep.join(
+        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "reef").exists()
+    )
+
+    def pi(path: str) -> subprocess.CompletedProcess[str]:
+        argv, extra = adapter.wrapper(sandbox["agent"], routing, ["-p", "/versions"])
+        extra.pop(launcher.CLI_ENV)  # not started by a wrapper: nothing says where reef is
+        return subprocess.run(
+            argv,
+            cwd=sandbox["work"],
+            env={**_env(sandbox, reef_server), **extra, "PATH": path},
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+    found = pi(f"{real.parent}{os.pathsep}{bare}")
+    assert found.returncode == 0, found.stderr
+    assert "installed r1, served r2" in found.stdout
+    assert f"the reef command recorded at install ({old}) is gone; using {real}" in found.stderr
+
+    missing = pi(bare)
+    assert "cannot find the reef command" in missing.stdout + missing.stderr
+    assert "installed r1" not in missing.stdout
+    assert fake_model.inference() == [] and reef_server.records() == []
+
+    from tests.cli.helpers import reef_json
+
+    [row] = [r for r in reef_json("doctor") if r["name"] == "install pi"]
+    assert row["status"] == "warn" and "stale" in row["detail"] and str(old) in row["detail"]

@@ -21,16 +21,21 @@ from pathlib import Path
 
 import pytest
 
+from adapters.claude_code import ClaudeCodeAdapter
 from adapters.pi import PiAdapter
 from adapters.pi.headless import QUIET_ENV
 from reef_cli.core import serve_process, tools
+from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import list_reports
-from tests.e2e.conftest import FakeModel
+from tests.e2e.conftest import RULE_R1, FakeModel, tree_files
 from tests.fakes.upstream import Turn
 
 needs_pi = pytest.mark.skipif(
     tools.find("pi") is None, reason="`pi` is not installed (scripts/install_agents.sh)"
+)
+needs_claude = pytest.mark.skipif(
+    tools.find("claude") is None, reason="`claude` is not installed (scripts/install_agents.sh)"
 )
 SCENARIO = "wrapped"
 TIMEOUT = 120
@@ -86,8 +91,12 @@ def wrapper_env(
 
 
 def _reef_pi(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _run("reef-pi", env, cwd, *args)
+
+
+def _run(tool: str, env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "reef-pi"), *args],
+        [str(BIN / tool), *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -151,6 +160,70 @@ def test_reef_pi_report_scores_the_last_session(
     assert report.references == mine and sorted(refs) == sorted(mine)
     assert report.metadata == {"agent": "pi", "session_id": last.session_id}
     assert set(refs).isdisjoint(theirs)
+
+    # The same report again is the same report: nothing is added.
+    again = _reef_pi(wrapper_env, work, "report", "--score", "0.8", "--feedback", "good")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"report {report.id} already stored for 1 receipt(s)")
+    # Another score on the same receipts is refused in one line, unless --again.
+    other = _reef_pi(wrapper_env, work, "report", "--score", "0.1")
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    [line] = other.stderr.strip().splitlines()
+    assert line.startswith("reef: error: the last session") and "--again" in line
+    more = _reef_pi(wrapper_env, work, "report", "--score", "0.1", "--again")
+    assert more.returncode == 0, more.stderr
+    added = re.fullmatch(r"report (rep_\w+) stored for 1 receipt\(s\)", more.stdout.strip())
+    assert added and added[1] != report.id
+    store = RecordStore()
+    try:
+        scores = sorted(r.score for r in list_reports(store, scenario=SCENARIO))
+    finally:
+        store.close()
+    assert scores == [0.1, 0.8]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "abc", ""])
+def test_report_score_must_be_a_finite_number(
+    wrapper_env: dict[str, str], tmp_path: Path, value: str
+) -> None:
+    done = _reef_pi(wrapper_env, tmp_path / "work", "report", "--score", value)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"reef: error: --score {value!r} is not a finite number"), line
+    assert not serve_process.state_file().exists()  # refused before anything started
+
+
+@needs_claude
+def test_reef_claude_answers_from_a_fresh_state_dir_without_a_token(
+    wrapper_env: dict[str, str], fake_model: FakeModel, reef_home: Path, tmp_path: Path
+) -> None:
+    """No REEF_TOKEN anywhere: the wrapper's own token (generated in the fresh state dir)
+    must reach Claude Code, or serve answers 401 and Claude Code retries for minutes."""
+    assert not reef_home.exists() and "REEF_TOKEN" not in wrapper_env
+    env = {**wrapper_env, "LANG": "C.UTF-8"}
+    fake_model.push(Turn(text="Hello through Reef."))
+    done = _run("reef-claude", env, tmp_path / "work", "-p", "hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Hello through Reef."
+    calls = fake_model.inference()
+    assert len(calls) == 1 and calls[0].body["model"] == "scripted"
+
+    # A newer release is served; the session still runs the installed r1 and says so
+    # (x-reef-release-id), so its records are credited to r1, not to the served r2.
+    publish_files(SCENARIO, tree_files(RULE_R1), reason="a newer release", reviewed=True)
+    fake_model.push(Turn(text="Still r1."))
+    again = _run("reef-claude", env, tmp_path / "work", "-p", "hello again")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "Still r1."
+    target = reef_home / "agents" / f"claude-code-{SCENARIO}"
+    assert ClaudeCodeAdapter().installed(target)["release"] == 1  # type: ignore[index]
+    store = RecordStore()
+    try:
+        records = store.list(limit=None, oldest_first=True)
+    finally:
+        store.close()
+    assert [r.status for r in records] == [200, 200]
+    assert [r.release_id for r in records] == [1, 1]
 
 
 def test_stop_leaves_a_process_that_is_not_reef_serve_alone(reef_home: Path) -> None:
