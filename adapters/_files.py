@@ -31,6 +31,8 @@ END = "<!-- reef:end -->"
 class InstallError(ReefError):
     """The agent folder cannot take the install; nothing was changed."""
 
+    http_status = 409
+
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

@@ -3,7 +3,10 @@
 An adapter turns a release into an agent's own files (``install``), takes them out again
 leaving the person's files as they were (``uninstall``), says what is installed, builds
 the command that runs the agent through ``reef serve`` (``wrapper``), reads the agent's
-own session transcripts back (``harvest``) and runs the agent headless for trials.
+own session transcripts back (``harvest``) and runs the agent headless on a tree
+(``run_headless``): the one way a trial or a task run starts an agent. The caller says
+*how* the process runs through a ``Launch`` (recipes pass a sandboxed one), so adapters
+stay free of the sandbox.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import abc
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -74,12 +77,54 @@ class Session:
 
 @dataclass
 class Transcript:
-    """What a headless run produced: exit code, output and the parsed session if any."""
+    """What a headless run produced: exit code, output and the parsed session if any.
+
+    ``session_id`` is the Reef session the run's model calls were recorded under (sent as
+    ``x-reef-session``); ``isolation`` says how the process ran (``bwrap`` or ``none``)."""
 
     returncode: int
     stdout: str
     stderr: str
     session: Session | None = None
+    timed_out: bool = False
+    session_id: str | None = None
+    isolation: str = "none"
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The `reef serve` a headless run talks to: where, as which scenario, with which
+    token, asking for which model id."""
+
+    base_url: str  # no /v1
+    scenario: str
+    token: str
+    model: str = "default"
+
+
+@dataclass
+class Exit:
+    """How a launched process ended."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    isolation: str = "none"
+
+
+class Launch(Protocol):
+    """Runs ``argv`` in ``workdir`` with exactly ``env`` (nothing inherited), stdin closed,
+    killed with its children after ``timeout`` seconds (then ``timed_out``)."""
+
+    def __call__(
+        self, argv: list[str], workdir: Path, env: dict[str, str], timeout: float
+    ) -> Exit: ...
 
 
 class Adapter(abc.ABC):
@@ -110,3 +155,23 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     def harvest(self, target: Path, since: datetime | None = None) -> list[Session]:
         """Sessions from the agent's transcripts, newest last."""
+
+    @abc.abstractmethod
+    def agent_version(self) -> str:
+        """The agent binary's version (``1.6.2``); raises when it is missing or unsupported."""
+
+    @abc.abstractmethod
+    def run_headless(
+        self,
+        files: dict[str, str],
+        prompt: str,
+        workdir: Path,
+        gateway: Gateway,
+        *,
+        launch: Launch | None = None,
+        timeout: float = 300.0,
+    ) -> Transcript:
+        """Install ``files`` into a fresh agent folder inside ``workdir``, run the agent
+        once on ``prompt`` in ``workdir`` through ``gateway`` and return what it printed.
+        ``launch`` runs the process (default: a plain child process); the agent's model
+        calls are recorded under ``Transcript.session_id``."""

@@ -10,23 +10,24 @@ end, the chain holds either one complete new release or nothing new.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from recipes.base import Candidate, Context, Progress, Recipe, no_progress
-from recipes.tasks import Task, TaskSet
-from reef_cli.core import scenarios
-from reef_cli.core.errors import BudgetExceeded, ReefError
-from reef_cli.core.gate import Check, static_checks
+from recipes.base import Ask, Candidate, Context, Progress, Recipe, no_progress
+from recipes.tasks import Task, TaskSet, evaluate
+from reef_cli.core import config
+from reef_cli.core.budget import BudgetLimits, resolve_limits
+from reef_cli.core.errors import ReefError
+from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.publishing import publish_files
+from reef_cli.core.publishing import gate_files, publish_files
+from reef_cli.core.scenarios import Scenario
 from reef_cli.core.tree import HarnessTree
 
 
 @dataclass
 class Outcome:
-    state: str  # published | pending | rejected | stopped | failed
+    state: str  # published | pending | rejected | invalid | stopped | failed
     message: str
     release: int | None = None
     verdict: dict[str, Any] = field(default_factory=dict)
@@ -42,75 +43,81 @@ class Outcome:
         }
 
 
+RECIPES = ("reefine",)
+
+
 def recipe_named(name: str) -> Recipe:
+    """The recipe called ``name``; a new recipe registers here and in ``RECIPES``."""
     if name == "reefine":
         from recipes.reefine import Reefine
 
         return Reefine()
-    raise ReefError(f"unknown recipe {name!r}", "available: reefine")
+    raise ReefError(f"unknown recipe {name!r}", f"available: {', '.join(RECIPES)}")
 
 
 class Runner(Protocol):
-    """Runs the agent for the gate: a candidate's trial, and one task on one tree."""
+    """Runs the agent for the gate: a candidate's trial, and one task on one tree.
+    ``recipes.trial.AgentRunner`` is the real one; tests may pass their own."""
 
     def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]: ...
 
     def score(self, files: dict[str, str], task: Task) -> float | None: ...
 
 
-class PiRunner:
-    """The real agent: pi in the sandbox, through a private recording proxy to the model.
-    Every model call the agent makes is charged to the job's budget."""
+@dataclass
+class EvolveRequest:
+    """Everything one evolution job needs, from the CLI, a `reef serve` job or the live
+    loop. ``limits`` are the caller's budget (unset parts: the configured ones, then the
+    recipe's, then ``budget.DEFAULT_LIMITS``); ``model`` is a LiteLLM model string
+    (None: the configured model, else the embedded one)."""
 
-    def __init__(self, scenario: str, model: ModelClient) -> None:
-        self.scenario = scenario
-        self.model = model
-        self._stack = ExitStack()
-        self.proxy: Any = None
+    scenario: Scenario
+    recipe: str = "reefine"
+    ask: str | None = None
+    adapter: str = "pi"
+    limits: BudgetLimits | None = None
+    model: str | None = None
+    api_base: str | None = None
+    tasks: TaskSet | None = None
+    interactive: bool = False
+    clarify: Ask | None = None
+    progress: Progress = no_progress
 
-    def __enter__(self) -> PiRunner:
-        from recipes.trial import trial_proxy
 
-        self.proxy = self._stack.enter_context(trial_proxy(self.model, self.scenario))
-        return self
+def evolve(request: EvolveRequest) -> Outcome:
+    """The one entry for every evolution: build the model client, the agent runner the
+    person chose and the budget, run the recipe and gate its candidate. Never raises a
+    ``ReefError``: every end is an ``Outcome``."""
+    import adapters
+    from recipes.trial import AgentRunner
 
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-    def _timeout(self) -> float:
-        from recipes.trial import TRIAL_TIMEOUT
-
-        remaining = self.model.budget.remaining_seconds()
-        return TRIAL_TIMEOUT if remaining is None else max(30.0, min(TRIAL_TIMEOUT, remaining))
-
-    def _charge(self, records: list[Any]) -> None:
-        from recipes.trial import tokens_of
-
-        self.model.budget.charge(tokens=tokens_of(records), calls=len(records))
-
-    def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]:
-        from recipes.trial import run_pi_trial
-
-        result = run_pi_trial(candidate, self.scenario, self.proxy, timeout=self._timeout())
-        self.model.budget.charge(
-            tokens=result.evidence.get("tokens", 0), calls=result.evidence["requests"]
+    try:
+        recipe = recipe_named(request.recipe)
+        settings = config.load_settings()
+        limits = resolve_limits(
+            request.limits, getattr(recipe, "budget", None), config.configured_limits(settings)
         )
-        return result.check, result.evidence
-
-    def score(self, files: dict[str, str], task: Task) -> float | None:
-        from recipes.tasks import score_answer
-        from recipes.trial import run_pi
-
-        self.model.budget.check_time()
-        run = run_pi(files, task.prompt, self.scenario, self.proxy, self._timeout())
-        self._charge(run.records)
-        if not run.ok or not run.records:
-            return None
-        return score_answer(run.stdout, task)
+        model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
+        adapter = adapters.get(request.adapter)
+        with AgentRunner(adapter, request.scenario.name, model) as runner:
+            return run(
+                request.scenario,
+                recipe,
+                model=model,
+                ask=request.ask,
+                interactive=request.interactive,
+                clarify=request.clarify,
+                progress=request.progress,
+                runner=runner,
+                tasks=request.tasks,
+                extra={"agent": runner.agent},
+            )
+    except ReefError as exc:  # the runner could not start: no agent, no sandbox …
+        return Outcome(exc.kind, exc.one_line())
 
 
 def run(
-    scenario_name: str,
+    scenario: Scenario,
     recipe: Recipe,
     *,
     model: ModelClient,
@@ -120,15 +127,15 @@ def run(
     progress: Progress = no_progress,
     runner: Runner | None = None,
     tasks: TaskSet | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Outcome:
     """Run ``recipe`` and gate its candidate; ``runner=None`` skips trial and evaluation."""
     budget = model.budget
-    scenario = scenarios.get(scenario_name)
     chain = scenario.chain()
     served = chain.served()
     incumbent = chain.files(served) if served else HarnessTree().files()
     ctx = Context(
-        scenario=scenario_name,
+        scenario=scenario.name,
         incumbent=incumbent,
         incumbent_release=served.number if served else None,
         model=model,
@@ -143,30 +150,29 @@ def run(
         candidates = recipe.propose(ctx)
         if not candidates:
             return Outcome("rejected", "the recipe proposed no change")
-        return _judge(scenario_name, recipe, candidates[0], ctx, runner, tasks)
-    except BudgetExceeded as exc:
-        return Outcome("stopped", exc.one_line(), evidence={"budget": budget.to_json()})
-    except ReefError as exc:
-        state = "rejected" if exc.exit_code == 3 else "failed"
-        return Outcome(state, exc.one_line(), evidence={"budget": budget.to_json()})
+        return _judge(scenario, recipe, candidates[0], ctx, runner, tasks, extra or {})
+    except ReefError as exc:  # the error's class says how the job ends (errors.py)
+        return Outcome(exc.kind, exc.one_line(), evidence={"budget": budget.to_json()})
 
 
 def _judge(
-    scenario: str,
+    scenario: Scenario,
     recipe: Recipe,
     candidate: Candidate,
     ctx: Context,
     runner: Runner | None,
     tasks: TaskSet | None,
+    extra: dict[str, Any],
 ) -> Outcome:
     progress, budget, model = ctx.progress, ctx.budget, ctx.model
     progress("gate: validating the tree and scanning for secrets", 0.35)
-    verdict = static_checks(candidate.files)
-    if not verdict.passed:
-        verdict.raise_if_blocked()  # -> GateBlocked: names rule and file:line, never a value
+    # Once per candidate, with the configured limits, before any trial spends budget.
+    gated: Verdict = gate_files(candidate.files)
+    gated.raise_if_blocked()  # -> GateBlocked: names rule and file:line, never a value
     checks: list[Check] = []
     evidence: dict[str, Any] = {
         **candidate.evidence,
+        **extra,
         "changes": [change.__dict__ for change in candidate.changes],
         "model": model.describe(),
     }
@@ -184,8 +190,6 @@ def _judge(
                 evidence=evidence,
             )
         if tasks is not None:
-            from recipes.tasks import evaluate
-
             result = evaluate(candidate.files, ctx.incumbent, tasks, runner.score, progress)
             checks.append(result.as_check())
             evidence["evaluation"] = result.to_json()
@@ -205,6 +209,7 @@ def _judge(
     release, final = publish_files(
         scenario,
         candidate.files,
+        gated=gated,
         reason=candidate.reason,
         source=f"recipe:{recipe.name}",
         recipe=recipe.name,

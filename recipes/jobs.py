@@ -1,13 +1,17 @@
 """The background worker `reef serve` runs evolution jobs on: one job at a time (the
-embedded model is one model), each a thread-safe call into ``recipes.engine``."""
+embedded model is one model), each a call into ``recipes.engine.evolve``.
+
+``Worker`` implements ``reef_cli.core.jobs.JobRunner``; ``cli/serve.py`` hands it to the
+server, which never imports recipes.
+"""
 
 from __future__ import annotations
 
 import queue
 import threading
 
-from reef_cli.core import jobs
-from reef_cli.core.budget import Budget
+from recipes import engine, tasks
+from reef_cli.core import jobs, scenarios
 
 
 class Worker:
@@ -42,9 +46,6 @@ class Worker:
 
 
 def run_job(job: jobs.Job) -> jobs.Job:
-    from recipes import engine
-    from reef_cli.core.llm import ModelClient
-
     job.state = "running"
     jobs.save(job)
 
@@ -53,22 +54,17 @@ def run_job(job: jobs.Job) -> jobs.Job:
         jobs.save(job)
 
     try:
-        from recipes.tasks import TASKS_FILE, load
-        from reef_cli.core import scenarios
-
-        tasks_file = scenarios.get(job.scenario).path / TASKS_FILE
-        tasks = load(tasks_file) if tasks_file.exists() else None
-        model = ModelClient(None, budget=Budget(max_calls=20, max_tokens=200_000, max_seconds=1800))
-        with engine.PiRunner(job.scenario, model) as runner:
-            outcome = engine.run(
-                job.scenario,
-                engine.recipe_named(job.recipe),
-                model=model,
+        scenario = scenarios.get(job.scenario)
+        outcome = engine.evolve(
+            engine.EvolveRequest(
+                scenario=scenario,
+                recipe=job.recipe,
                 ask=job.ask,
+                adapter=job.adapter or "pi",
+                tasks=tasks.for_scenario(scenario),
                 progress=progress,
-                runner=runner,
-                tasks=tasks,
             )
+        )
         job.state, job.message, job.release = outcome.state, outcome.message, outcome.release
         job.outcome = outcome.to_json()
     except Exception as exc:  # a job must end with a state, whatever went wrong

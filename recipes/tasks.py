@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reef_cli.core.errors import ReefError
 from reef_cli.core.evaluation import Outcome, Policy, decide
+from reef_cli.core.scenarios import Scenario
 
 TASKS_FILE = "tasks.yaml"
 
@@ -67,6 +68,17 @@ def load(path: Path) -> TaskSet:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise ReefError(f"task set {path}: {where}: {err['msg']}", "see recipes/tasks.py") from exc
+
+
+def for_scenario(scenario: Scenario, explicit: Path | None = None) -> TaskSet | None:
+    """The task set a job evaluates on: ``explicit`` (must exist), else the scenario's
+    ``tasks.yaml`` if it has one, else none (the trial alone judges)."""
+    if explicit is not None:
+        if not explicit.exists():
+            raise ReefError(f"task set {explicit} does not exist", "pass an existing --tasks FILE")
+        return load(explicit)
+    own = scenario.path / TASKS_FILE
+    return load(own) if own.exists() else None
 
 
 def score_answer(answer: str, task: Task) -> float:

@@ -1,10 +1,16 @@
-"""Trials: run the real agent, with a candidate tree installed, inside the sandbox.
+"""Trials and task runs: the real agent, with a tree installed, inside the sandbox.
 
-The agent's inference goes through a private `reef serve` (``trial_proxy``) to the job's
-model, so every request it makes is recorded. A trial passes when the agent completed
-and the recorded requests show the candidate was loaded (its rule text or skill name
-reached the model). The evidence — receipts, exit status, timings, an excerpt — goes into
-the release metadata.
+``AgentRunner`` is the one runner the engine uses, for any adapter: it starts a private
+`reef serve` (``trial_proxy``) in front of the job's model, so every request the agent
+makes is recorded and charged to the job's budget — refused before it is made once the
+call budget is spent — and runs the agent through ``Adapter.run_headless`` with a
+sandboxed ``Launch``. A trial passes when the agent completed and the recorded requests
+show the candidate was loaded (its rule text or skill name reached the model). The
+evidence — agent and version, receipts, where the change was found, exit status, timings,
+an excerpt — goes into the release metadata.
+
+This is the one place recipes reach the server (a trial's gateway is a `reef serve`):
+the arrow recipes -> server is allowed, server -> recipes is not (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -13,20 +19,70 @@ import json
 import secrets
 import shutil
 import tempfile
-import time
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sandbox
+from adapters.base import Adapter, Exit, Gateway, Transcript
 from recipes.base import Candidate
+from recipes.tasks import Task, score_answer
+from reef_cli.core import tools
+from reef_cli.core.budget import Budget
+from reef_cli.core.errors import BudgetExceeded
 from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient, endpoint_for
+from reef_cli.core.records import Record
+from reef_cli.core.secrets import scan_text
+from reef_cli.core.tokens import TokenSet
+from reef_cli.server.app import ReefApp, create_app
+from reef_cli.server.config import ServeConfig
+from reef_cli.server.embedded_upstream import create_embedded_app
+from reef_cli.server.thread import ServerThread
 
 TRIAL_TIMEOUT = 600.0
 EXCERPT = 600
+DEFAULT_PROBE = "Say in one sentence how you will work on this project."
+# Not 429: agents retry a 429 (pi for ~15 s); a 402 they report at once and exit.
+REFUSED_STATUS = 402
+
+
+class BudgetGate:
+    """ASGI middleware in front of a trial proxy: each model call the agent makes is
+    counted against the job's call and time budget *before* it reaches the model; past
+    the budget the agent gets a 429 and the job stops."""
+
+    def __init__(self, app: ReefApp, budget: Budget) -> None:
+        self.app, self.budget = app, budget
+        self.state = app.state
+        self.refused: BudgetExceeded | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and path.startswith("/v1/")
+            and not path.endswith("/count_tokens")
+        ):
+            try:
+                self.budget.before_call()
+                self.budget.charge(tokens=0, calls=1)
+            except BudgetExceeded as exc:
+                self.refused = exc
+                body = json.dumps({"error": {"message": exc.message, "type": "budget"}}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": REFUSED_STATUS,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 @dataclass
@@ -35,9 +91,13 @@ class Proxy:
     port: int
     token: str
     model: str
-    app: Any
+    app: ReefApp
+    gate: BudgetGate
 
-    def records(self, session_id: str, wait: float = 10.0) -> list[Any]:
+    def gateway(self, scenario: str) -> Gateway:
+        return Gateway(self.url, scenario, self.token, self.model)
+
+    def records(self, session_id: str, wait: float = 10.0) -> list[Record]:
         """The records of one session, once the recorder has written them."""
         recorder = self.app.state.recorder
         if recorder is not None:
@@ -48,16 +108,9 @@ class Proxy:
 @contextmanager
 def trial_proxy(model: ModelClient, scenario: str) -> Iterator[Proxy]:
     """A private, token-protected `reef serve` on a free loopback port for one job."""
-    from reef_cli.core.tokens import TokenSet
-    from reef_cli.server.app import create_app
-    from reef_cli.server.config import ServeConfig
-    from reef_cli.server.thread import ServerThread
-
     endpoint = endpoint_for(model.model, model.api_base)
     with ExitStack() as stack:
         if endpoint.url is None:
-            from reef_cli.server.embedded_upstream import create_embedded_app
-
             upstream = stack.enter_context(ServerThread(create_embedded_app())).url + "/v1"
         else:
             upstream = endpoint.url
@@ -72,149 +125,182 @@ def trial_proxy(model: ModelClient, scenario: str) -> Iterator[Proxy]:
         )
         token = "reef-trial-" + secrets.token_urlsafe(24)
         app = create_app(config, tokens=TokenSet(token, []))
-        server = stack.enter_context(ServerThread(app))
-        yield Proxy(server.url, server.port, token, endpoint.model, app)
+        gate = BudgetGate(app, model.budget)
+        # In-flight requests are cut at the end of the job: a hung model must not hold it.
+        server = stack.enter_context(ServerThread(gate, timeout_graceful_shutdown=1))
+        yield Proxy(server.url, server.port, token, endpoint.model, app, gate)
 
 
-@dataclass
-class TrialResult:
-    check: Check
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-
-def _tools_root() -> Path:
-    from reef_cli.core import tools
-
-    return tools.tools_bin().parent
-
-
-def tokens_of(records: list[Any]) -> int:
+def tokens_of(records: list[Record]) -> int:
     """Tokens the recorded requests used, in and out."""
     return sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in records)
 
 
-@dataclass
-class PiRun:
-    """One sandboxed `pi -p` run and the records its requests left."""
+def sandboxed(gateway_port: int) -> Any:
+    """A ``Launch`` that runs the agent in the sandbox, reaching only the gateway's port;
+    Reef's pinned agents (``.tools/``) are visible read-only."""
 
-    returncode: int
-    timed_out: bool
-    stdout: str
-    stderr: str
-    mode: str
-    seconds: float
-    session: str
-    records: list[Any]
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-
-def run_pi(
-    files: dict[str, str], prompt: str, scenario: str, proxy: Proxy, timeout: float
-) -> PiRun:
-    """Install ``files`` into a fresh pi agent dir and run ``pi -p PROMPT`` sandboxed."""
-    import sandbox
-    from adapters.base import ReleaseToInstall, Routing
-    from adapters.pi import PiAdapter
-    from reef_cli.core.tree import content_hash
-
-    work = Path(tempfile.mkdtemp(prefix="reef-trial-"))
-    session = f"trial-{uuid.uuid4().hex[:12]}"
-    try:
-        agent_dir = work / "agent"
-        (work / "README.md").write_text("# demo project\n\nA tiny project for a Reef trial.\n")
-        adapter = PiAdapter(models=[proxy.model], discover_models=False)
-        routing = Routing(base_url=proxy.url, scenario=scenario)
-        release = ReleaseToInstall(scenario, 0, dict(files), content_hash(files))
-        adapter.install(release, agent_dir, routing)
-        argv, extra = adapter.wrapper(agent_dir, routing, ["-p", prompt])
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            **extra,
-            "REEF_SESSION_ID": session,
-            "REEF_TOKEN": proxy.token,
-            "REEF_PI_NOTICE": "0",
-            "PI_OFFLINE": "1",
-            "PI_SKIP_VERSION_CHECK": "1",
-            "PI_TELEMETRY": "0",
-        }
-        started = time.monotonic()
+    def launch(argv: list[str], workdir: Path, env: dict[str, str], timeout: float) -> Exit:
         result = sandbox.run(
             argv,
-            work,
-            allow=[("127.0.0.1", proxy.port)],
-            ro_binds=[_tools_root()],
+            workdir,
+            allow=[("127.0.0.1", gateway_port)],
+            ro_binds=[tools.tools_bin().parent],
             env=env,
             limits=sandbox.Limits.for_node(heap_mb=1024, wall_s=timeout),
         )
-        seconds = round(time.monotonic() - started, 2)
-        records = proxy.records(session)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return PiRun(
-        result.returncode,
-        result.timed_out,
-        result.stdout,
-        result.stderr,
-        result.mode,
-        seconds,
-        session,
-        records,
-    )
+        return Exit(result.returncode, result.stdout, result.stderr, result.timed_out, result.mode)
+
+    return launch
 
 
-def run_pi_trial(
-    candidate: Candidate, scenario: str, proxy: Proxy, timeout: float = TRIAL_TIMEOUT
-) -> TrialResult:
-    """The trial: the agent ran with the candidate, and the change reached the model."""
-    from reef_cli.core.secrets import scan_text
+@dataclass
+class AgentRun:
+    """One sandboxed agent run and the records its requests left."""
 
-    probe = candidate.probe or "Say in one sentence how you will work on this project."
-    run = run_pi(candidate.files, probe, scenario, proxy, timeout)
-    records = run.records
-    requests = [json.dumps(r.request, ensure_ascii=False) for r in records]
-    missing = [text for text in candidate.expect_in_request if not any(text in q for q in requests)]
-    answer = run.stdout.strip()
+    transcript: Transcript
+    records: list[Record] = field(default_factory=list)
+
+
+class AgentRunner:
+    """The engine's ``Runner`` for one job: the adapter's agent in the sandbox, through a
+    private recording proxy to the job's model (``with AgentRunner(...) as runner``)."""
+
+    def __init__(self, adapter: Adapter, scenario: str, model: ModelClient) -> None:
+        self.adapter = adapter
+        self.scenario = scenario
+        self.model = model
+        self._stack = ExitStack()
+        self._proxy: Proxy | None = None
+        self._version: str | None = None
+
+    def __enter__(self) -> AgentRunner:
+        self._version = self.adapter.agent_version()  # a missing agent fails before any call
+        self._proxy = self._stack.enter_context(trial_proxy(self.model, self.scenario))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @property
+    def proxy(self) -> Proxy:
+        if self._proxy is None:
+            raise RuntimeError("AgentRunner is used outside its `with` block")
+        return self._proxy
+
+    @property
+    def agent(self) -> dict[str, str]:
+        return {"name": self.adapter.name, "version": self._version or "unknown"}
+
+    def run(self, files: dict[str, str], prompt: str) -> AgentRun:
+        """Run the agent once on ``files`` in a fresh demo project; charge its tokens."""
+        budget = self.model.budget
+        budget.check_time()
+        work = Path(tempfile.mkdtemp(prefix="reef-trial-"))
+        try:
+            (work / "README.md").write_text("# demo project\n\nA tiny project for a Reef trial.\n")
+            transcript = self.adapter.run_headless(
+                files,
+                prompt,
+                work,
+                self.proxy.gateway(self.scenario),
+                launch=sandboxed(self.proxy.port),
+                timeout=budget.bounded(TRIAL_TIMEOUT),
+            )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        records = self.proxy.records(transcript.session_id or "")
+        if self.proxy.gate.refused is not None:
+            raise self.proxy.gate.refused
+        budget.charge(tokens=tokens_of(records), calls=0)  # the calls were counted at the gate
+        if transcript.timed_out:
+            budget.check_time()  # cut off by the wall-time budget: the job stops
+        return AgentRun(transcript, records)
+
+    def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]:
+        """The trial: the agent ran with the candidate, and the change reached the model."""
+        probe = candidate.probe or DEFAULT_PROBE
+        run = self.run(candidate.files, probe)
+        return judge_trial(self.agent, probe, candidate.expect_in_request, run)
+
+    def score(self, files: dict[str, str], task: Task) -> float | None:
+        run = self.run(files, task.prompt)
+        if not run.transcript.ok or not run.records:
+            return None
+        return score_answer(run.transcript.stdout, task)
+
+
+def where_found(records: list[Record], text: str) -> dict[str, str] | None:
+    """The first recorded request holding ``text``: its receipt and the part of the
+    request it sits in (``system``, ``messages[0]`` …), so the evidence shows it."""
+    for record in records:
+        request = record.request if isinstance(record.request, dict) else {}
+        system = request.get("system")
+        if system is not None and text in json.dumps(system, ensure_ascii=False):
+            return {"receipt": record.id, "in": "system"}
+        for i, message in enumerate(request.get("messages") or []):
+            flat = json.dumps(message, ensure_ascii=False)
+            if text in flat:
+                role = message.get("role", "?") if isinstance(message, dict) else "?"
+                # Claude Code 2.1 carries CLAUDE.md in a <system-reminder> of a user turn
+                block = ", system-reminder" if _in_reminder(flat, text) else ""
+                return {"receipt": record.id, "in": f"messages[{i}] ({role}{block})"}
+    return None
+
+
+def _in_reminder(flat: str, text: str) -> bool:
+    at = flat.find(text)
+    opened = flat.rfind("<system-reminder>", 0, at)
+    return opened != -1 and flat.rfind("</system-reminder>", 0, at) < opened
+
+
+def judge_trial(
+    agent: dict[str, str], probe: str, expected: list[str], run: AgentRun
+) -> tuple[Check, dict[str, Any]]:
+    transcript, records = run.transcript, run.records
+    found = {text: where_found(records, text) for text in expected}
+    missing = [text for text, where in found.items() if where is None]
+    answer = transcript.stdout.strip()
     excerpt = answer[:EXCERPT]
     if scan_text("stdout", excerpt):
         excerpt = "[withheld: the answer looked like it held a secret]"
-    evidence = {
-        "agent": "pi",
+    name = agent["name"]
+    evidence: dict[str, Any] = {
+        "agent": name,
+        "agent_version": agent["version"],
         "probe": probe,
-        "sandbox": run.mode,
-        "returncode": run.returncode,
-        "timed_out": run.timed_out,
-        "seconds": run.seconds,
-        "session_id": run.session,
+        "sandbox": transcript.isolation,
+        "returncode": transcript.returncode,
+        "timed_out": transcript.timed_out,
+        "seconds": transcript.seconds,
+        "session_id": transcript.session_id,
         "receipts": [r.id for r in records],
         "requests": len(records),
         "tokens": tokens_of(records),
         "loaded": not missing and bool(records),
+        "found": [{"text": text[:80], **where} for text, where in found.items() if where],
         "answer_excerpt": excerpt,
     }
-    if not run.ok:
-        why = "timed out" if run.timed_out else f"exited {run.returncode}"
-        tail = run.stderr.strip().splitlines()[-1:] or [""]
+    if not transcript.ok:
+        why = "timed out" if transcript.timed_out else f"exited {transcript.returncode}"
+        tail = transcript.stderr.strip().splitlines()[-1:] or [""]
         evidence["stderr_tail"] = tail[0][:300]
-        return TrialResult(Check("trial", "failed", f"pi {why} in the sandbox"), evidence)
+        return Check("trial", "failed", f"{name} {why} in the sandbox"), evidence
     if not records:
-        return TrialResult(Check("trial", "failed", "pi made no model request"), evidence)
+        return Check("trial", "failed", f"{name} made no model request"), evidence
     if missing:
-        return TrialResult(
+        return (
             Check("trial", "failed", f"the change did not reach the model: {missing[0][:80]!r}"),
             evidence,
         )
     if not answer:
-        return TrialResult(Check("trial", "failed", "pi gave an empty answer"), evidence)
-    return TrialResult(
+        return Check("trial", "failed", f"{name} gave an empty answer"), evidence
+    return (
         Check(
             "trial",
             "passed",
-            f"pi loaded the change and answered ({len(records)} request(s), {run.seconds}s, "
-            f"sandbox {run.mode})",
+            f"{name} {agent['version']} loaded the change and answered ({len(records)} "
+            f"request(s), {transcript.seconds}s, sandbox {transcript.isolation})",
         ),
         evidence,
     )

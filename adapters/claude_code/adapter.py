@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from adapters import _files
-from adapters.base import Adapter, ReleaseToInstall, Routing, Session, Transcript
+from adapters.base import (
+    Adapter,
+    Gateway,
+    Launch,
+    ReleaseToInstall,
+    Routing,
+    Session,
+    Transcript,
+)
 from adapters.claude_code import agent, headless, render, settings_json
 from adapters.claude_code.harvest import harvest as _harvest
 
@@ -24,6 +32,7 @@ RECORD_KEYS = (
     "base_url",
     "agent_version",
     "skipped",
+    "reef_command",
 )
 
 
@@ -96,6 +105,8 @@ class ClaudeCodeAdapter(Adapter):
             return None
         record = {key: manifest.get(key) for key in RECORD_KEYS if key in manifest}
         record["target"] = str(target.expanduser().absolute())
+        if not record.get("reef_command"):
+            record["reef_command"] = _legacy_command(target.expanduser().absolute())
         return record
 
     # ------------------------------------------------------------ running
@@ -111,7 +122,41 @@ class ClaudeCodeAdapter(Adapter):
         binary = agent.require(self.binary)
         return [binary, *argv], headless.wrapper_env(target, routing)
 
+    def agent_version(self) -> str:
+        return ".".join(map(str, agent.check_version(agent.require(self.binary))))
+
     def run_headless(
+        self,
+        files: dict[str, str],
+        prompt: str,
+        workdir: Path,
+        gateway: Gateway,
+        *,
+        launch: Launch | None = None,
+        timeout: float = 300.0,
+    ) -> Transcript:
+        """``claude -p PROMPT`` on ``files``, installed as the config dir
+        ``workdir/.reef-agent``; tools that need a permission stay denied."""
+        import time
+
+        from adapters._process import BASE_ENV, headless_install, local_launch
+
+        workdir = Path(workdir).absolute()
+        target, routing, release = headless_install(files, workdir, gateway)
+        self.install(release, target, routing)
+        sid = headless.new_session_id()
+        binary = agent.require(self.binary)
+        argv = [binary, "-p", prompt, "--session-id", sid]
+        given = {routing.token_env: gateway.token, routing.session_env: sid}
+        env = {**BASE_ENV, **given, **headless.wrapper_env(target, routing, given)}
+        started = time.time()
+        done = (launch or local_launch)(argv, workdir, env, timeout)
+        transcript = headless.transcript_of(done, target, sid)
+        transcript.session_id = sid
+        transcript.seconds = round(time.time() - started, 2)
+        return transcript
+
+    def run_installed(
         self,
         prompt: str,
         workdir: Path,
@@ -162,3 +207,23 @@ class ClaudeCodeAdapter(Adapter):
                 headless.default_config_dir(), since, project=target.parent, store=store
             )
         return _harvest(target, since, store=store)
+
+
+def _legacy_command(target: Path) -> str | None:
+    """The interpreter an install from before ``reef hook`` baked into its hooks
+    (``PYTHONPATH=… /venv/bin/python -P -m adapters.claude_code.hook …``), if any."""
+    import shlex
+
+    try:
+        commands = settings_json.reef_commands((target / settings_json.REL).read_text())
+    except (OSError, _files.InstallError):
+        return None
+    for command in (c for found in commands.values() for c in found):
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        if "-m" in words and "adapters.claude_code.hook" in words:
+            index = words.index("-m")
+            return words[index - 2] if words[index - 1] == "-P" else words[index - 1]
+    return None

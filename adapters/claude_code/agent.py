@@ -18,9 +18,13 @@ SUPPORTED_TEXT = ">= 2.1.0, < 3.0"
 class AgentNotFound(ReefError):
     """The Claude Code binary is not installed (or not executable)."""
 
+    http_status = 503
+
 
 class AgentVersionUnsupported(ReefError):
     """The Claude Code binary's version is outside what this adapter supports."""
+
+    http_status = 503
 
 
 def find_binary(explicit: str | None = None) -> str:

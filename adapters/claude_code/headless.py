@@ -15,15 +15,13 @@ Verified against Claude Code 2.1.332:
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters.base import Routing, Session, Transcript
+from adapters.base import Exit, Routing, Session, Transcript
+from reef_cli.core import launcher
 
 #: Non-essential traffic off, so Claude Code talks only to `reef serve`.
 QUIET_ENV = {
@@ -59,25 +57,42 @@ def config_dir_for(target: Path) -> Path:
     return default_config_dir() if is_project_dir(target) else target
 
 
-def custom_headers(routing: Routing, environ: Mapping[str, str]) -> str:
+def custom_headers(routing: Routing, environ: Mapping[str, str], release: int | None = None) -> str:
+    """``ANTHROPIC_CUSTOM_HEADERS``: the scenario, the Reef session when set, and the
+    installed ``release`` (``x-reef-release-id``, so records are credited to it)."""
     lines = [f"x-reef-scenario: {routing.scenario}"]
     session = environ.get(routing.session_env)
     if session:
         lines.append(f"x-reef-session: {session}")
+    if release is not None and release > 0:  # a trial's candidate (0) is no release
+        lines.append(f"{launcher.RELEASE_HEADER}: {int(release)}")
     return "\n".join(lines)
+
+
+def installed_release(target: Path) -> int | None:
+    """The release the install record in ``target`` names (read on every run, so a
+    ``/versions N install`` is what the next session sends)."""
+    from adapters._files import load_manifest
+
+    number = (load_manifest(target.expanduser().absolute()) or {}).get("release")
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
 
 
 def wrapper_env(
     target: Path, routing: Routing, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The variables to add to the caller's environment (they win over inherited ones)."""
+    """The variables to add to the caller's environment (they win over inherited ones).
+
+    The token comes from ``environ[routing.token_env]`` only: the wrapper puts its token
+    there before it asks for this (reef_cli/cli/wrappers.py), as it does for pi."""
     environ = os.environ if environ is None else environ
     env = {
         "ANTHROPIC_BASE_URL": routing.base_url.rstrip("/"),
-        "ANTHROPIC_CUSTOM_HEADERS": custom_headers(routing, environ),
+        "ANTHROPIC_CUSTOM_HEADERS": custom_headers(routing, environ, installed_release(target)),
         "ANTHROPIC_AUTH_TOKEN": environ.get(routing.token_env) or NO_TOKEN,
         "ANTHROPIC_API_KEY": "",
         **QUIET_ENV,
+        **launcher.agent_env(),  # the hooks run this `reef`, wherever the venv is now
     }
     if not is_project_dir(target):
         env["CLAUDE_CONFIG_DIR"] = str(target.expanduser().resolve())
@@ -99,32 +114,26 @@ def run(
     stdin: str | None = None,
 ) -> Transcript:
     """Run ``argv`` in its own process group; on timeout kill the group (rc 124)."""
+    from adapters._process import run_group
+
+    done = run_group(list(argv), workdir, dict(env), timeout, stdin)
+    return transcript_of(done, config_dir, session_id)
+
+
+def transcript_of(done: Exit, config_dir: Path, session_id: str) -> Transcript:
+    """A finished run plus the session Claude Code wrote under ``session_id``, if any."""
     from adapters.claude_code.harvest import parse_transcript
 
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=workdir,
-        env=dict(env),
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        err = (err or "") + f"\nreef: claude did not finish within {timeout:g}s and was stopped\n"
-        code = 124
-    session: Session | None = None
     path = find_transcript(config_dir, session_id)
-    if path is not None:
-        session = parse_transcript(path)
-    return Transcript(returncode=code, stdout=out or "", stderr=err or "", session=session)
+    session: Session | None = parse_transcript(path) if path is not None else None
+    return Transcript(
+        returncode=done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        session=session,
+        timed_out=done.timed_out,
+        isolation=done.isolation,
+    )
 
 
 def new_session_id() -> str:

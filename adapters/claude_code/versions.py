@@ -28,6 +28,8 @@ _COMMAND = re.compile(r"^/versions(?:\s+(.*))?$", re.DOTALL)
 class UsageError(ReefError):
     """A /versions command Reef does not understand."""
 
+    http_status = 400
+
 
 @dataclass(frozen=True)
 class Request:

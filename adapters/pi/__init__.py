@@ -5,7 +5,8 @@
     adapter = PiAdapter()                       # pinned pi 1.6; PiAdapter(tool="pi-0.73")
     adapter.install(release, target, routing)   # rules, skills, prompts, extensions, models.json
     argv, env = adapter.wrapper(target, routing, ["-p", "hello"])
-    transcript = adapter.run_headless("fix the bug", workdir, target, routing)
+    transcript = adapter.run_installed("fix the bug", workdir, target, routing)
+    transcript = adapter.run_headless(files, "fix the bug", workdir, gateway, launch=…)
     sessions = adapter.harvest(target)
 
 See docs/adapters-pi.md.
@@ -20,11 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from adapters import _files
-from adapters.base import Adapter, ReleaseToInstall, Routing, Session, Transcript
+from adapters.base import (
+    Adapter,
+    Gateway,
+    Launch,
+    ReleaseToInstall,
+    Routing,
+    Session,
+    Transcript,
+)
 from adapters.pi import harvest as _harvest
 from adapters.pi import headless, models_json, render
 from adapters.pi.errors import InstallError, NotInstalled, PiNotFound, PiUnsupported
 from adapters.pi.harvest import PiSession
+from reef_cli.core import launcher
 
 __all__ = [
     "InstallError",
@@ -68,16 +78,20 @@ class PiAdapter(Adapter):
     # ----------------------------------------------------------------- install
 
     def install(self, release: ReleaseToInstall, target: Path, routing: Routing) -> None:
+        target = Path(target).expanduser().absolute()
+        self._install(release, target, routing, self._models_for(target, routing))
+
+    def _install(
+        self, release: ReleaseToInstall, target: Path, routing: Routing, models: list[str]
+    ) -> None:
         from reef_cli.core import paths, tokens
 
-        target = Path(target).expanduser().absolute()
-        reef_home = paths.state_dir().absolute()
         plan = render.plan(
             release,
             target,
             routing,
-            models=self._models_for(target, routing),
-            reef_home=reef_home,
+            models=models,
+            reef_home=paths.state_dir().absolute(),
             token_file=tokens.token_path().absolute(),
         )
         _files.apply(plan)
@@ -108,7 +122,9 @@ class PiAdapter(Adapter):
         if manifest is None or manifest.get("adapter") != "pi":
             return None
         keys = ("scenario", "release", "content_hash", "latest", "base_url", "models")
-        return {k: manifest.get(k) for k in keys} | {"target": str(target)}
+        record = {k: manifest.get(k) for k in keys} | {"target": str(target)}
+        record["reef_command"] = manifest.get("reef_command") or _recorded_command(target)
+        return record
 
     # ----------------------------------------------------------------- run
 
@@ -122,8 +138,9 @@ class PiAdapter(Adapter):
         """``(argv, env)`` that run pi on ``target`` through `reef serve`.
 
         ``argv`` is pi's own arguments (``["-p", "hi"]``, ``[]`` for the TUI). The env is
-        *extra* environment to lay over the caller's: ``PI_CODING_AGENT_DIR`` and a fresh
-        ``REEF_SESSION_ID`` (sent as ``x-reef-session``). ``--provider reef --model M`` is
+        *extra* environment to lay over the caller's: ``PI_CODING_AGENT_DIR``, a fresh
+        ``REEF_SESSION_ID`` (sent as ``x-reef-session``) and ``REEF_CLI`` (the `reef` the
+        extension runs). ``--provider reef --model M`` is
         added unless ``argv`` already picks a model."""
         target = Path(target).expanduser().absolute()
         info = self.installed(target)
@@ -147,10 +164,54 @@ class PiAdapter(Adapter):
         env = {
             "PI_CODING_AGENT_DIR": str(target),
             routing.session_env: str(uuid.uuid4()),
+            **launcher.agent_env(),  # the extension runs this `reef`, wherever the venv is now
         }
         return [binary.path, *prefix, *argv], env
 
+    def agent_version(self) -> str:
+        return self.check_binary().version_text
+
     def run_headless(
+        self,
+        files: dict[str, str],
+        prompt: str,
+        workdir: Path,
+        gateway: Gateway,
+        *,
+        launch: Launch | None = None,
+        timeout: float = 300.0,
+    ) -> Transcript:
+        """``pi -p PROMPT`` on ``files``, installed into ``workdir/.reef-agent``."""
+        import time
+
+        from adapters._process import BASE_ENV, headless_install, local_launch
+
+        workdir = Path(workdir).absolute()
+        target, routing, release = headless_install(files, workdir, gateway)
+        self._install(release, target, routing, [gateway.model])
+        argv, extra = self.wrapper(target, routing, ["-p", prompt])
+        env = {
+            **BASE_ENV,
+            **headless.QUIET_ENV,
+            "REEF_PI_NOTICE": "0",
+            **extra,
+            routing.token_env: gateway.token,
+        }
+        started = time.time()
+        done = (launch or local_launch)(argv, workdir, env, timeout)
+        session = self._session_of(target, extra[routing.session_env], started)
+        return Transcript(
+            done.returncode,
+            done.stdout,
+            done.stderr,
+            session,
+            timed_out=done.timed_out,
+            session_id=extra[routing.session_env],
+            isolation=done.isolation,
+            seconds=round(time.time() - started, 2),
+        )
+
+    def run_installed(
         self,
         prompt: str,
         workdir: Path,
@@ -189,6 +250,18 @@ class PiAdapter(Adapter):
         since ``since``, oldest first, with receipts from Reef's extension entries and
         from records stored under the same ``REEF_SESSION_ID``."""
         return list(_harvest.harvest(self.sessions_dir(Path(target)), since))
+
+
+def _recorded_command(target: Path) -> str | None:
+    """The executable the installed extension runs (installs from before it was recorded
+    in the manifest: read from ``extensions/reef/reef.json``)."""
+    import json
+
+    try:
+        command = json.loads((Path(target) / render.CONFIG).read_text(encoding="utf-8"))["command"]
+        return str(command[0]) if command else None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 def _discover(routing: Routing) -> list[str]:

@@ -12,13 +12,17 @@ class PiNotFound(ReefError):
     """No pi binary where Reef looked."""
 
     exit_code = 5
+    http_status = 503
 
 
 class PiUnsupported(ReefError):
     """The pi binary is a version Reef does not support (or does not answer --version)."""
 
     exit_code = 5
+    http_status = 503
 
 
 class NotInstalled(ReefError):
     """The agent dir holds no Reef install."""
+
+    http_status = 409

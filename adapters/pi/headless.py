@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -110,23 +108,8 @@ class Run:
 
 def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> Run:
     """Run pi to completion (stdin closed); on timeout kill its whole process group."""
+    from adapters._process import run_group
+
     started = time.time()
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return Run(proc.returncode, out, err, started, False)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        err = (err or "") + f"\nreef: pi did not finish within {timeout:g}s and was stopped\n"
-        return Run(124, out or "", err, started, True)
+    done = run_group(argv, cwd, env, timeout)
+    return Run(done.returncode, done.stdout, done.stderr, started, done.timed_out)

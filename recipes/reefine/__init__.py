@@ -9,8 +9,8 @@ the gate and publishes.
 from __future__ import annotations
 
 from recipes.base import Candidate, Context
-from recipes.reefine.ask import check_ask, clarifying_questions
 from recipes.reefine.draft import Draft, apply_draft, draft_change
+from reef_cli.core.asks import check_ask, clarified
 from reef_cli.core.tree import HarnessTree, parse_files
 
 
@@ -52,10 +52,7 @@ class Reefine:
     def propose(self, ctx: Context) -> list[Candidate]:
         ask = check_ask(ctx.ask or "")
         if ctx.interactive and ctx.clarify is not None:
-            for question in clarifying_questions(ask):
-                answer = ctx.clarify(question).strip()
-                if answer:
-                    ask = check_ask(f"{ask}. {answer}")
+            ask = clarified(ask, ctx.clarify)
         ctx.progress(f"drafting a change with {ctx.model.describe()}", 0.15)
         base = ctx.incumbent or HarnessTree().files()
         draft = draft_change(ctx.model, ask, _summary(base))

@@ -1,4 +1,5 @@
-"""The work behind `reef evolve` / `reef quickstart`, with a rich progress display."""
+"""The work behind `reef evolve` / `reef quickstart`: an ``EvolveRequest`` handed to the
+engine, with a rich progress display, then the outcome printed."""
 
 from __future__ import annotations
 
@@ -6,53 +7,34 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recipes.engine import Outcome
-from recipes.tasks import TASKS_FILE, TaskSet
-
-
-def load_tasks(path: Path, required: bool) -> TaskSet | None:
-    """The scenario's task set (``tasks.yaml`` in its folder) or the one named by --tasks."""
-    from recipes.tasks import load
-    from reef_cli.core.errors import ReefError
-
-    if not path.exists():
-        if required:
-            raise ReefError(f"task set {path} does not exist", "pass an existing --tasks FILE")
-        return None
-    return load(path)
+from recipes import engine, tasks
+from reef_cli.core.budget import BudgetLimits
+from reef_cli.core.scenarios import Scenario
 
 
 def run_foreground(
-    scenario: str,
+    scenario: Scenario,
     *,
     ask: str | None,
     recipe: str,
+    adapter: str = "pi",
     interactive: bool,
     model: str | None,
-    max_calls: int,
-    max_tokens: int,
-    max_seconds: float,
+    limits: BudgetLimits | None = None,
     as_json: bool = False,
     tasks_file: Path | None = None,
-) -> Outcome:
-    from recipes import engine
-    from reef_cli.cli._output import err_console, print_json
-    from reef_cli.core import scenarios
-    from reef_cli.core.budget import Budget
-    from reef_cli.core.llm import ModelClient
+) -> engine.Outcome:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    found = scenarios.get(scenario)  # unknown scenario: say so before loading a model
-    tasks = load_tasks(tasks_file or found.path / TASKS_FILE, required=tasks_file is not None)
-    budget = Budget(max_calls=max_calls, max_tokens=max_tokens, max_seconds=max_seconds)
-    client = ModelClient(model, budget=budget)
+    from reef_cli.cli._output import err_console, print_json
+
+    task_set = tasks.for_scenario(scenario, tasks_file)
     interactive = interactive and sys.stdin.isatty()
 
     def clarify(question: str) -> str:
         import typer
 
         return str(typer.prompt(question, default="", show_default=False))
-
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -62,7 +44,7 @@ def run_foreground(
         transient=not sys.stderr.isatty(),
         disable=as_json,
     ) as bar:
-        task = bar.add_task(f"{recipe} on {scenario}", total=1.0)
+        task = bar.add_task(f"{recipe} on {scenario.name}", total=1.0)
 
         def progress(message: str, fraction: float | None = None) -> None:
             bar.update(
@@ -73,27 +55,29 @@ def run_foreground(
             if not sys.stderr.isatty() and not as_json:
                 err_console().print(f"  … {message}")
 
-        with engine.PiRunner(scenario, client) as runner:
-            outcome = engine.run(
-                scenario,
-                engine.recipe_named(recipe),
-                model=client,
+        outcome = engine.evolve(
+            engine.EvolveRequest(
+                scenario=scenario,
+                recipe=recipe,
                 ask=ask,
+                adapter=adapter,
+                limits=limits,
+                model=model,
+                tasks=task_set,
                 interactive=interactive,
                 clarify=clarify,
                 progress=progress,
-                runner=runner,
-                tasks=tasks,
             )
+        )
         bar.update(task, completed=1.0, description=outcome.state)
     if as_json:
         print_json(outcome.to_json())
         return outcome
-    _print_outcome(outcome, scenario)
+    _print_outcome(outcome, scenario.name)
     return outcome
 
 
-def _print_outcome(outcome: Outcome, scenario: str) -> None:
+def _print_outcome(outcome: engine.Outcome, scenario: str) -> None:
     from reef_cli.cli._output import console, error_line
 
     if outcome.state in ("published", "pending"):
@@ -103,55 +87,57 @@ def _print_outcome(outcome: Outcome, scenario: str) -> None:
         )
         if trial:
             console().print(
-                f"trial: pi in the {trial.get('sandbox')} sandbox, {trial.get('requests')} "
-                f"recorded request(s), change loaded: {trial.get('loaded')}, "
-                f"{trial.get('seconds')}s"
+                f"trial: {trial.get('agent')} {trial.get('agent_version')} in the "
+                f"{trial.get('sandbox')} sandbox, {trial.get('requests')} recorded "
+                f"request(s), change loaded: {trial.get('loaded')}, {trial.get('seconds')}s"
             )
     else:
         error_line(f"evolve {outcome.state}: {outcome.message}")
 
 
-def run_quickstart(scenario: str, ask: str) -> Outcome:
+def run_quickstart(scenario_name: str, ask: str) -> engine.Outcome:
     from adapters._install import install_release
     from adapters.base import Routing
+    from reef_cli.cli._diff_view import print_diff
     from reef_cli.cli._output import console
-    from reef_cli.cli.main import app as reef
     from reef_cli.core import paths, scenarios
     from reef_cli.core.config import load_settings
-    from reef_cli.core.llm import ModelClient
+    from reef_cli.core.diff import diff_trees
+    from reef_cli.core.llm import describe_model
     from reef_cli.core.publishing import publish_files
     from reef_cli.core.tree import starter_tree
 
     out = console()
-    found = scenarios.get_or_create(scenario)
-    if found.chain().latest() is None:
-        publish_files(scenario, starter_tree().files(), reason="starter tree (reef quickstart)")
+    scenario = scenarios.get_or_create(scenario_name)
+    chain = scenario.chain()
+    if chain.latest() is None:
+        publish_files(
+            scenario_name, starter_tree().files(), reason="starter tree (reef quickstart)"
+        )
     settings = load_settings()
-    target = paths.agent_dir("pi", scenario)
-    routing = Routing(f"http://{settings.serve_host}:{settings.serve_port}", scenario)
-    installed, where = install_release("pi", scenario, routing, "served", target)
-    out.print(f"[bold]1.[/] scenario {scenario}: r{installed.number} installed for pi in {where}")
-    out.print(f"[bold]2.[/] reef-pi evolve {ask!r}  (model: {ModelClient(None).describe()})")
-    outcome = run_foreground(
-        scenario,
-        ask=ask,
-        recipe="reefine",
-        interactive=False,
-        model=None,
-        max_calls=20,
-        max_tokens=200_000,
-        max_seconds=1800,
-    )
-    if outcome.state not in ("published", "pending"):
-        return outcome
-    install_release("pi", scenario, routing, "latest", target)
-    out.print(f"[bold]3.[/] installed r{outcome.release} for pi; what changed:")
-    reef(
-        ["harness", "diff", "previous", "latest", "-s", scenario],
-        prog_name="reef",
-        standalone_mode=False,
-    )
+    target = paths.agent_dir("pi", scenario_name)
+    routing = Routing(f"http://{settings.serve_host}:{settings.serve_port}", scenario_name)
+    installed, where = install_release("pi", scenario_name, routing, "served", target)
     out.print(
-        f"\nNext: reef harness versions -s {scenario}   |   reef-pi   (REEF_SCENARIO={scenario})"
+        f"[bold]1.[/] scenario {scenario_name}: r{installed.number} installed for pi in {where}"
+    )
+    out.print(f"[bold]2.[/] reef-pi evolve {ask!r}  (model: {describe_model()})")
+    outcome = run_foreground(scenario, ask=ask, recipe="reefine", interactive=False, model=None)
+    if outcome.state not in ("published", "pending") or outcome.release is None:
+        return outcome
+    if outcome.state == "pending":  # extension code: a person reviews it before it installs
+        out.print(
+            f"[bold]3.[/] r{outcome.release} is pending review (it holds extension code): "
+            f"read it with `reef harness show {outcome.release} -s {scenario_name}`, then "
+            f"`reef harness promote {outcome.release} -s {scenario_name}`; what changed:"
+        )
+    else:
+        install_release("pi", scenario_name, routing, "latest", target)
+        out.print(f"[bold]3.[/] installed r{outcome.release} for pi; what changed:")
+    old, new = chain.get(installed.number), chain.get(outcome.release)
+    print_diff(diff_trees(chain.files(old), chain.files(new), old.tag, new.tag), old.tag, new.tag)
+    out.print(
+        f"\nNext: reef harness versions -s {scenario_name}   |   reef-pi   "
+        f"(REEF_SCENARIO={scenario_name})"
     )
     return outcome

@@ -23,9 +23,28 @@ def evolve(
         str | None,
         typer.Option("--model", help="LiteLLM model string (default: configured or embedded)."),
     ] = None,
-    max_calls: Annotated[int, typer.Option("--max-calls", help="Model-call budget.")] = 20,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Token budget.")] = 200_000,
-    max_seconds: Annotated[float, typer.Option("--max-seconds", help="Wall-time budget.")] = 1800,
+    adapter: Annotated[
+        str, typer.Option("--adapter", "-a", help="Agent the trial runs: pi or claude-code.")
+    ] = "pi",
+    max_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--max-calls", help="Model-call budget [default: config max_calls, else the recipe's]."
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens", help="Token budget [default: config max_tokens, else the recipe's]."
+        ),
+    ] = None,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--max-seconds",
+            help="Wall-time budget in seconds [default: config max_seconds, else the recipe's].",
+        ),
+    ] = None,
     tasks: Annotated[
         Path | None,
         typer.Option(
@@ -37,16 +56,18 @@ def evolve(
 ) -> None:
     """Evolve the harness: Reefine turns an ask into a tested, gated release."""
     from reef_cli.cli._evolve_run import run_foreground
+    from reef_cli.core import scenarios
+    from reef_cli.core.budget import BudgetLimits
 
+    limits = BudgetLimits(max_calls, max_tokens, max_seconds)  # a bad limit: say so first
     outcome = run_foreground(
-        scenario_name(scenario),
+        scenarios.get(scenario_name(scenario)),  # unknown scenario: before loading a model
         ask=ask,
         recipe=recipe,
+        adapter=adapter,
         interactive=not yes,
         model=model,
-        max_calls=max_calls,
-        max_tokens=max_tokens,
-        max_seconds=max_seconds,
+        limits=limits,
         as_json=as_json,
         tasks_file=tasks,
     )

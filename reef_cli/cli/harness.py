@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,41 +31,61 @@ def init(directory: DirArg) -> None:
 @app.command()
 def check(directory: DirArg, as_json: JsonOpt = False) -> None:
     """Validate a tree and scan it for secrets, listing every problem (publishes nothing)."""
+    from rich.markup import escape
+
     from reef_cli.cli._output import console, print_json
     from reef_cli.core.config import load_settings
     from reef_cli.core.errors import TreeError
     from reef_cli.core.gate import static_checks
     from reef_cli.core.publishing import limits_from
-    from reef_cli.core.tree import read_folder
+    from reef_cli.core.tree import scan_folder
 
     limits = limits_from(load_settings())
     try:
-        verdict = static_checks(read_folder(directory, limits), limits)
+        found = scan_folder(directory, limits)
+    except TreeError as exc:  # no folder to look into
+        data = _blocked_tree(exc.problems)
+    else:
+        # Every problem in one run: the folder's (links, special files, names, sizes),
+        # the parser's on the files that could be read, and the scans of those files.
+        verdict = static_checks(found.files, limits)
         data = verdict.to_json()
-    except TreeError as exc:
-        data = {
-            "verdict": "blocked",
-            "checks": [
-                {
-                    "name": "tree",
-                    "status": "failed",
-                    "detail": exc.problems[0],
-                    "findings": exc.problems,
-                }
-            ],
-        }
+        if found.problems:
+            parsed = next(c for c in data["checks"] if c["name"] == "tree")
+            later = parsed.get("findings", []) if parsed["status"] == "failed" else []
+            # A SKILL.md refused by the folder check is not also "missing".
+            refused_skill = {
+                f"{r[: -len('SKILL.md')]}: missing SKILL.md"
+                for r in found.refused
+                if r.startswith("skills/") and r.endswith("/SKILL.md")
+            }
+            later = [p for p in later if p not in refused_skill]
+            problems = found.problems + later
+            parsed.update(status="failed", detail=problems[0], findings=problems)
+            data["verdict"] = "blocked"
     if as_json:
         print_json(data)
     else:
         for item in data["checks"]:
             colour = {"passed": "green", "pending": "yellow"}.get(item["status"], "red")
             console().print(
-                f"[{colour}]{item['status']:>7}[/] {item['name']}: {item.get('detail', '')}"
+                f"[{colour}]{item['status']:>7}[/] {item['name']}: "
+                f"{escape(str(item.get('detail', '')))}",
+                soft_wrap=True,
             )
             for finding in item.get("findings", [])[1 if item["name"] == "tree" else 0 :]:
-                console().print(f"          - {finding}")
+                console().print(f"          - {escape(str(finding))}", soft_wrap=True)
     if data["verdict"] == "blocked":
         raise typer.Exit(3)
+
+
+def _blocked_tree(problems: list[str]) -> dict[str, Any]:
+    return {
+        "verdict": "blocked",
+        "checks": [
+            {"name": "tree", "status": "failed", "detail": problems[0], "findings": problems}
+        ],
+    }
 
 
 @app.command()
@@ -76,9 +96,18 @@ def publish(
     reviewed: Annotated[
         bool, typer.Option("--reviewed", help="I reviewed the extension code: publish it live.")
     ] = False,
+    allow_empty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-empty",
+            help="Publish an empty tree on purpose (it replaces the harness with nothing).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Gate DIRECTORY (validation + credential scan) and publish it as the next release."""
+    """Gate DIRECTORY (validation + credential scan) and publish it as the next release.
+
+    An empty tree is refused unless it is the scenario's first release or --allow-empty."""
     from reef_cli.cli._output import console, print_json
     from reef_cli.cli._progress import scan_progress
     from reef_cli.core.publishing import publish_dir
@@ -86,7 +115,12 @@ def publish(
     name = scenario_name(scenario)
     with scan_progress("credential scan") as tick:
         release, verdict = publish_dir(
-            name, directory, reason=reason, reviewed=reviewed, progress=tick
+            name,
+            directory,
+            reason=reason,
+            reviewed=reviewed,
+            allow_empty=allow_empty,
+            progress=tick,
         )
     if as_json:
         print_json(release.to_json())
@@ -254,7 +288,8 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what changed between two releases, file by file."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._diff_view import print_diff
+    from reef_cli.cli._output import print_json
     from reef_cli.core import scenarios
     from reef_cli.core.diff import diff_trees
     from reef_cli.core.installs import installed_release
@@ -280,38 +315,7 @@ def diff(
             }
         )
         return
-    out = console()
-    if not changes:
-        out.print(f"{old.tag} and {new.tag} have the same content.")
-        return
-    if stat:
-        width = max(len(c.path) for c in changes)
-        for c in changes:
-            out.print(
-                f" {c.path:<{width}} | [green]+{c.added}[/] [red]-{c.removed}[/] ({c.status})"
-            )
-        out.print(
-            f" {len(changes)} file(s) changed, {sum(c.added for c in changes)} insertion(s), "
-            f"{sum(c.removed for c in changes)} deletion(s)"
-        )
-        return
-    from rich.text import Text
-
-    for c in changes:
-        out.print(Text(f"{c.status}: {c.path}", style="bold"))
-        for line in c.diff.splitlines():
-            style = (
-                "bold"
-                if line.startswith(("+++", "---"))
-                else "green"
-                if line.startswith("+")
-                else "red"
-                if line.startswith("-")
-                else "cyan"
-                if line.startswith("@@")
-                else ""
-            )
-            out.print(Text(line, style=style), soft_wrap=True)
+    print_diff(changes, old.tag, new.tag, stat=stat)
 
 
 AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="pi or claude-code.")]
@@ -335,9 +339,19 @@ def install(
         str | None,
         typer.Option("--from", help="Fetch the release from this `reef serve` (uses $REEF_TOKEN)."),
     ] = None,
+    allow_pending: Annotated[
+        bool,
+        typer.Option(
+            "--allow-pending",
+            help="Install a pending release (unreviewed extension code) anyway.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Install a release into an agent (rules, skills, commands, extensions, routing)."""
+    """Install a release into an agent (rules, skills, commands, extensions, routing).
+
+    A pending release holds extension code nobody reviewed yet: it is refused unless
+    --allow-pending (review it, then `reef harness promote N`)."""
     from adapters._install import install_release, install_remote
     from adapters.base import Routing
     from reef_cli.cli._output import console, print_json
@@ -348,11 +362,15 @@ def install(
     name = scenario or settings.default_scenario
     if from_server:
         token = tokens.main_token(create=False) or ""
-        installed, where = install_remote(adapter, name, from_server, token, release, target)
+        installed, where = install_remote(
+            adapter, name, from_server, token, release, target, allow_pending=allow_pending
+        )
     else:
         url = f"http://{settings.serve_host}:{settings.serve_port}"
         routing = Routing(base_url=url, scenario=name)
-        installed, where = install_release(adapter, name, routing, release, target)
+        installed, where = install_release(
+            adapter, name, routing, release, target, allow_pending=allow_pending
+        )
     if as_json:
         print_json(
             {

@@ -1,13 +1,25 @@
-"""Checking a person's ask before any model sees it: size, policy, ambiguity."""
+"""Checking a person's ask before any model sees it: size, secrets, policy, ambiguity.
+
+Lives in core because both the CLI and `reef serve` (``POST /reef/evolve``) refuse a bad
+ask before queueing anything; the Reefine recipe checks again after clarification.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from reef_cli.core import policy
 from reef_cli.core.errors import AskRefused
 
-__all__ = ["MAX_ASK_CHARS", "AskRefused", "check_ask", "clarifying_questions"]
+__all__ = [
+    "MAX_ASK_CHARS",
+    "AskRefused",
+    "check_ask",
+    "check_outgoing",
+    "clarified",
+    "clarifying_questions",
+]
 
 MAX_ASK_CHARS = 2000
 
@@ -22,6 +34,7 @@ def check_ask(ask: str) -> str:
             f"the ask is {len(text)} characters; at most {MAX_ASK_CHARS} fit in one change",
             "say it in a sentence or two; put long material in a skill file and publish it",
         )
+    check_outgoing("ask", text)
     violations = policy.scan_text(text, "ask")
     if violations:
         raise AskRefused(
@@ -29,6 +42,22 @@ def check_ask(ask: str) -> str:
             "Reef does not build harness changes that leak secrets or weaken the sandbox",
         )
     return text
+
+
+def check_outgoing(what: str, text: str) -> None:
+    """Refuse ``text`` that holds a credential before it is sent to any model (which may
+    be hosted): the error names the rule and where, never the value. Used on the ask and
+    on every piece of evidence a recipe sends out (transcripts, task files)."""
+    from reef_cli.core.secrets import scan_text
+
+    findings = scan_text(what, text)
+    if findings:
+        first = findings[0]
+        raise AskRefused(
+            f"the {what} holds what looks like a secret ({first.rule}, line {first.line}); "
+            "nothing was sent to the model",
+            "remove the secret; name the environment variable that holds it instead",
+        )
 
 
 _ACTION = re.compile(
@@ -47,3 +76,14 @@ def clarifying_questions(ask: str) -> list[str]:
     if not re.search(r"\b(?:when|whenever|if|before|after|always|every)\b", ask, re.IGNORECASE):
         questions.append("When should this apply? (e.g. 'when I ask for a bug fix'; empty: always)")
     return questions[:2]
+
+
+def clarified(ask: str, answer: Callable[[str], str]) -> str:
+    """The ask with the person's answers to its clarifying questions appended (each
+    checked again); ``answer`` asks one question and returns the reply ('' skips it)."""
+    ask = check_ask(ask)
+    for question in clarifying_questions(ask):
+        reply = answer(question).strip()
+        if reply:
+            ask = check_ask(f"{ask}. {reply}")
+    return ask

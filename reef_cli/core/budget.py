@@ -1,18 +1,72 @@
 """Budgets for a job: model calls, tokens and wall time. Exceeding one stops the job.
 
-One ``Budget`` is shared by everything a job does (drafting, judging, trials); each
-model call charges it. The check happens before a call when possible (calls, time) and
-after it for tokens, so a job can overshoot by at most one call's tokens.
+One ``Budget`` is shared by everything a job does (drafting, judging, trials, the
+agent's own model calls); each model call charges it. A call that would break the call
+or time budget is refused before it is made; tokens are known only after a call, so a job
+can overshoot the token budget by at most one call's tokens. Wall time is also enforced
+by bounding every model call and agent run by the time left (``remaining_seconds``).
+
+The limits come from one place: ``DEFAULT_LIMITS`` here, overridden by a recipe's own
+``budget``, then by the configured ``max_calls`` / ``max_tokens`` / ``max_seconds``, then
+by what the caller passes (``reef evolve --max-calls``, a job's request).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from reef_cli.core.errors import BudgetExceeded
+from reef_cli.core.errors import BudgetExceeded, BudgetInvalid
+
+
+@dataclass(frozen=True)
+class BudgetLimits:
+    """Limits for one job; ``None`` means "not set here" (the next layer decides)."""
+
+    calls: int | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, flag in (("calls", "--max-calls"), ("tokens", "--max-tokens")):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise BudgetInvalid(
+                    f"{name} budget must be a whole number >= 1 (got {value!r})",
+                    f"pass a positive {flag}",
+                )
+        if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise BudgetInvalid(
+                f"wall-time budget must be a positive number of seconds (got {self.seconds!r})",
+                "pass a positive --max-seconds",
+            )
+
+    def over(self, base: BudgetLimits) -> BudgetLimits:
+        """These limits where set, ``base``'s elsewhere."""
+        mine = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(base, **{name: value for name, value in mine.items() if value is not None})
+
+    def budget(self) -> Budget:
+        return Budget(max_calls=self.calls, max_tokens=self.tokens, max_seconds=self.seconds)
+
+
+DEFAULT_LIMITS = BudgetLimits(calls=20, tokens=200_000, seconds=1800.0)
+
+
+def resolve_limits(
+    requested: BudgetLimits | None = None,
+    recipe: BudgetLimits | None = None,
+    configured: BudgetLimits | None = None,
+) -> BudgetLimits:
+    """The limits a job runs under: requested > configured > the recipe's > defaults."""
+    limits = DEFAULT_LIMITS
+    for layer in (recipe, configured, requested):
+        if layer is not None:
+            limits = layer.over(limits)
+    return limits
 
 
 @dataclass
@@ -46,6 +100,12 @@ class Budget:
         with self._lock:
             self.calls += calls
             self.tokens += tokens
+            if self.max_calls is not None and self.calls > self.max_calls:
+                raise BudgetExceeded(
+                    f"model-call budget exhausted ({self.calls}/{self.max_calls} calls); "
+                    "nothing was published",
+                    "raise it with --max-calls",
+                )
             if self.max_tokens is not None and self.tokens > self.max_tokens:
                 raise BudgetExceeded(
                     f"token budget exhausted ({self.tokens}/{self.max_tokens} tokens); "
@@ -53,6 +113,11 @@ class Budget:
                     "raise it with --max-tokens",
                 )
             self._check_time()
+
+    def bounded(self, seconds: float) -> float:
+        """``seconds``, cut to the wall time left (so a call or a run cannot outlive it)."""
+        remaining = self.remaining_seconds()
+        return seconds if remaining is None else max(0.001, min(seconds, remaining))
 
     def check_time(self) -> None:
         with self._lock:

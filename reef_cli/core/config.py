@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reef_cli.core import paths
+from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import ConfigError
 from reef_cli.core.fsutil import atomic_write_text
 
@@ -33,12 +34,26 @@ class Settings(BaseModel):
     upstream: str | None = Field(None, description="upstream base URL for `reef serve`")
     max_file_kib: int = Field(256, ge=1, le=65536, description="largest file in a harness tree")
     max_tree_kib: int = Field(2048, ge=1, le=1048576, description="largest harness tree in total")
+    max_calls: int | None = Field(
+        None, ge=1, description="model-call budget per evolve job (unset: the recipe's default)"
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, description="token budget per evolve job (unset: the recipe's default)"
+    )
+    max_seconds: float | None = Field(
+        None, gt=0, description="wall-time budget per evolve job (unset: the recipe's default)"
+    )
     publish_retries: int = Field(
         20, ge=0, le=1000, description="times a publish retries after losing a race"
     )
 
 
 FIELDS = tuple(Settings.model_fields)
+
+
+def configured_limits(settings: Settings) -> BudgetLimits:
+    """The budget a person configured (``reef config set max_calls 40``); unset is None."""
+    return BudgetLimits(settings.max_calls, settings.max_tokens, settings.max_seconds)
 
 
 def env_name(field: str) -> str:

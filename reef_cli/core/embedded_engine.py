@@ -50,8 +50,13 @@ def chat(
     temperature: float = 0.2,
     schema: dict[str, Any] | None = None,
     stop: list[str] | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
-    """An OpenAI-shaped chat completion; ``schema`` constrains output with a grammar."""
+    """An OpenAI-shaped chat completion; ``schema`` constrains output with a grammar.
+
+    With a ``deadline`` (``time.monotonic()``) the answer is generated as a stream and
+    abandoned between two tokens once the deadline has passed (``ModelError``): llama.cpp
+    has no cancel, and an exception raised inside its sampler callbacks is swallowed."""
     model = load()
     kwargs: dict[str, Any] = {
         "messages": messages,
@@ -63,7 +68,48 @@ def chat(
     if schema is not None:
         kwargs["response_format"] = {"type": "json_object", "schema": schema}
     with _lock:
-        return dict(model.create_chat_completion(**kwargs))
+        if deadline is None:
+            return dict(model.create_chat_completion(**kwargs))
+        return _until(model, kwargs, deadline)
+
+
+def _until(model: Any, kwargs: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """``create_chat_completion`` as a stream, stopped at ``deadline``; the caller holds
+    the lock."""
+    import time
+
+    parts: list[str] = []
+    finish: str | None = None
+    name = "embedded"
+    stream = model.create_chat_completion(**kwargs, stream=True)
+    try:
+        for chunk in stream:
+            name = chunk.get("model", name)
+            choice = chunk["choices"][0]
+            parts.append((choice.get("delta") or {}).get("content") or "")
+            finish = choice.get("finish_reason") or finish
+            if time.monotonic() > deadline and finish is None:
+                raise ModelError("the embedded model ran past its time budget and was stopped")
+    finally:
+        stream.close()
+    text = "".join(parts)
+    prompt = _count(model, "\n".join(str(m.get("content") or "") for m in kwargs["messages"]))
+    completion = _count(model, text)
+    return {
+        "model": name,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def _count(model: Any, text: str) -> int:
+    return len(model.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
 
 
 def chat_stream(

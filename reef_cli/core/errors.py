@@ -1,17 +1,53 @@
 """One exception tree for everything Reef raises on purpose.
 
-Every error carries a one-line message and, where there is one, the fix. The CLI prints
-``reef: error: <message> (fix: <hint>)`` and exits with ``exit_code``; the server maps the
-same errors to JSON. Anything that is not a ``ReefError`` is a bug.
+Every error carries a one-line message and, where there is one, the fix. Each class
+says how it is shown, so no caller keeps its own table:
+
+- ``exit_code``: what the CLI exits with (``reef: error: <message> (fix: <hint>)``);
+- ``http_status``: what `reef serve` answers, as ``{"error": {"message", "hint", "type"}}``;
+- ``kind``: how an evolution job ends when the error stops it
+  (``rejected`` — the candidate was refused; ``stopped`` — a budget ran out;
+  ``failed`` — the work could not be done).
+
+Anything that is not a ``ReefError`` is a bug. docs/errors.md lists every class;
+a test checks the list against this tree.
+
+::
+
+    ReefError                       1  500  failed
+    ├── ConfigError                 1  500  failed
+    ├── StateError                  1  500  failed
+    ├── ScenarioNotFound            1  404  failed
+    ├── ScenarioExists              1  409  failed
+    ├── InvalidName                 1  400  rejected
+    ├── TreeError                   3  422  rejected
+    ├── ReleaseNotFound             1  404  failed
+    ├── ChainCorrupt                1  500  failed
+    ├── ChainConflict               4  409  failed
+    ├── GateBlocked                 3  422  rejected
+    ├── SandboxUnavailable          5  503  failed
+    ├── SandboxError                1  500  failed
+    ├── ServeError                  1  503  failed
+    ├── AuthError                   1  401  failed
+    ├── BudgetExceeded              6  422  stopped
+    ├── BudgetInvalid               2  400  rejected
+    ├── ModelError                  1  502  failed
+    └── AskRefused                  3  422  rejected
+
+Subclasses elsewhere (reports, records, jobs, adapters, the server) inherit from these.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class ReefError(Exception):
     """Base class: a failure the user can act on."""
 
     exit_code = 1
+    http_status = 500
+    kind = "failed"
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -21,6 +57,10 @@ class ReefError(Exception):
     def one_line(self) -> str:
         text = self.message if not self.hint else f"{self.message} (fix: {self.hint})"
         return " ".join(text.split())
+
+    def details(self) -> dict[str, Any]:
+        """Extra fields for the JSON error body (e.g. the offending ``field``)."""
+        return {}
 
 
 class ConfigError(ReefError):
@@ -34,19 +74,28 @@ class StateError(ReefError):
 class ScenarioNotFound(ReefError):
     """No scenario by that name."""
 
+    http_status = 404
+
 
 class ScenarioExists(ReefError):
     """A scenario by that name already exists."""
 
+    http_status = 409
+
 
 class InvalidName(ReefError):
     """A scenario, rule, skill or command name is not kebab-case."""
+
+    http_status = 400
+    kind = "rejected"
 
 
 class TreeError(ReefError):
     """A harness tree failed validation; ``problems`` lists every problem found."""
 
     exit_code = 3
+    http_status = 422
+    kind = "rejected"
 
     def __init__(self, message: str, hint: str | None = None, problems: list[str] | None = None):
         super().__init__(message, hint)
@@ -55,6 +104,8 @@ class TreeError(ReefError):
 
 class ReleaseNotFound(ReefError):
     """A release spec (``3``, ``r3``, ``latest`` …) names no release."""
+
+    http_status = 404
 
 
 class ChainCorrupt(ReefError):
@@ -65,12 +116,15 @@ class ChainConflict(ReefError):
     """Another publisher advanced the chain first and retries ran out."""
 
     exit_code = 4
+    http_status = 409
 
 
 class GateBlocked(ReefError):
     """The gate refused a candidate (a secret, an invalid tree, a budget, a loss)."""
 
     exit_code = 3
+    http_status = 422
+    kind = "rejected"
 
     def __init__(self, message: str, hint: str | None = None, findings: list[str] | None = None):
         super().__init__(message, hint)
@@ -81,6 +135,7 @@ class SandboxUnavailable(ReefError):
     """Isolation was required but this machine cannot provide it (and it was not waived)."""
 
     exit_code = 5
+    http_status = 503
 
 
 class SandboxError(ReefError):
@@ -90,22 +145,40 @@ class SandboxError(ReefError):
 class ServeError(ReefError):
     """`reef serve` cannot start or reach what it needs."""
 
+    http_status = 503
+
 
 class AuthError(ReefError):
     """A missing or wrong token, or a token not allowed for this scenario."""
+
+    http_status = 401
 
 
 class BudgetExceeded(ReefError):
     """A job used up its model-call, token or wall-time budget; nothing was published."""
 
     exit_code = 6
+    http_status = 422
+    kind = "stopped"
+
+
+class BudgetInvalid(ReefError):
+    """A budget limit that cannot be used (zero, negative, not a number)."""
+
+    exit_code = 2
+    http_status = 400
+    kind = "rejected"
 
 
 class ModelError(ReefError):
     """The model could not be reached, timed out, or kept answering with unusable output."""
+
+    http_status = 502
 
 
 class AskRefused(ReefError):
     """An ask that cannot become a change: empty, too long, or against policy."""
 
     exit_code = 3
+    http_status = 422
+    kind = "rejected"

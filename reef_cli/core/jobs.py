@@ -8,7 +8,7 @@ import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from reef_cli.core import paths
 from reef_cli.core.errors import ReefError
@@ -20,6 +20,8 @@ ACTIVE = ("queued", "running")
 
 class JobNotFound(ReefError):
     """No job with that id."""
+
+    http_status = 404
 
 
 @dataclass
@@ -39,6 +41,18 @@ class Job:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class JobRunner(Protocol):
+    """What runs jobs for `reef serve`. The server only queues; the runner (wired in by
+    ``cli/serve.py``: ``recipes.jobs.Worker``) does the work, so the server imports no
+    recipe. ``start`` runs at server start-up, ``stop`` at shutdown."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def submit(self, job: Job) -> None: ...
 
 
 def _dir() -> Path:

@@ -44,6 +44,27 @@ def default_model() -> tuple[str, str | None]:
     return settings.model or EMBEDDED, settings.api_base
 
 
+def _keep_uvicorn_logs_ours() -> None:
+    """LiteLLM's import puts its proxy server's filters on uvicorn's loggers for the whole
+    process; in `reef serve` they would rewrite (or, by its settings, drop) Reef's access
+    lines. Reef redacts its own logs (``server/log_redaction.py``), so they come off."""
+    for name in ("uvicorn", "uvicorn.access", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        for stray in [f for f in logger.filters if type(f).__module__.startswith("litellm")]:
+            logger.removeFilter(stray)
+
+
+def describe_model(model: str | None = None, api_base: str | None = None) -> str:
+    """``embedded SmolLM2-…`` or ``openai/x at URL``; ``None``: the configured default."""
+    if model is None:
+        model, api_base = default_model()
+    if model == EMBEDDED:
+        from reef_cli.core.embedded import MODEL_NAME
+
+        return f"embedded {MODEL_NAME}"
+    return model + (f" at {api_base}" if api_base else "")
+
+
 class ModelClient:
     def __init__(
         self,
@@ -68,11 +89,7 @@ class ModelClient:
         return self.model == EMBEDDED
 
     def describe(self) -> str:
-        if self.embedded:
-            from reef_cli.core.embedded import MODEL_NAME
-
-            return f"embedded {MODEL_NAME}"
-        return self.model + (f" at {self.api_base}" if self.api_base else "")
+        return describe_model(self.model, self.api_base)
 
     # ------------------------------------------------------------ plain chat
 
@@ -90,10 +107,11 @@ class ModelClient:
             try:
                 completion = self._call(messages, max_tokens, temperature, schema)
             except ModelError:
+                self.budget.charge(tokens=0)  # a call cut off at the deadline: stopped
                 raise
             except Exception as exc:  # transport errors differ per backend
                 last = exc
-                self.budget.charge(tokens=0)
+                self.budget.charge(tokens=0)  # raises BudgetExceeded once time is up
                 if attempt < self.retries:
                     time.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
                 continue
@@ -117,7 +135,11 @@ class ModelClient:
             from reef_cli.core import embedded_engine
 
             raw = embedded_engine.chat(
-                messages, max_tokens=max_tokens, temperature=temperature, schema=schema
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                schema=schema,
+                deadline=time.monotonic() + self.budget.bounded(self.timeout),
             )
         else:
             raw = self._litellm(messages, max_tokens, temperature, schema)
@@ -146,13 +168,14 @@ class ModelClient:
         # Its debug log holds whole prompts and answers, which may hold secrets.
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        _keep_uvicorn_logs_ours()
 
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "max_tokens": max_tokens,
             "temperature": temperature,
-            "timeout": self.timeout,
+            "timeout": self.budget.bounded(self.timeout),
             "num_retries": 0,  # retries are ours, so the budget sees each call
         }
         if self.api_base:

@@ -12,9 +12,10 @@ from typing import Any
 
 from reef_cli.core import scenarios
 from reef_cli.core.config import Settings, load_settings
+from reef_cli.core.errors import GateBlocked
 from reef_cli.core.gate import Check, Verdict, static_checks
 from reef_cli.core.releases import Release
-from reef_cli.core.tree import Limits, read_folder
+from reef_cli.core.tree import MANIFEST, Limits, read_folder
 
 
 def limits_from(settings: Settings) -> Limits:
@@ -23,14 +24,43 @@ def limits_from(settings: Settings) -> Limits:
     )
 
 
+def is_empty(files: Mapping[str, str]) -> bool:
+    """No rules, skills, commands or extensions: at most the manifest."""
+    return all(path == MANIFEST for path in files)
+
+
+def refuse_empty(scenario_name: str, files: Mapping[str, str], latest: Release | None) -> None:
+    """An empty tree would replace the live harness with nothing: refuse it, except as the
+    first release of a new chain (`reef-pi` starts one that way)."""
+    if latest is None or not is_empty(files):
+        return
+    raise GateBlocked(
+        f"the tree is empty (no rules, skills, commands or extensions): publishing it would "
+        f"replace {latest.tag} of {scenario_name} with nothing",
+        "add a file to the tree, or pass --allow-empty to publish an empty release on purpose",
+    )
+
+
+def gate_files(
+    files: Mapping[str, str],
+    settings: Settings | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Verdict:
+    """The static gate with the configured limits: what every publish runs. A recipe's
+    engine runs it once, before any trial, and hands the verdict to ``publish_files``."""
+    return static_checks(files, limits_from(settings or load_settings()), progress)
+
+
 def publish_files(
-    scenario_name: str,
+    scenario_name: str | scenarios.Scenario,
     files: Mapping[str, str],
     *,
     reason: str,
+    gated: Verdict | None = None,
     source: str = "publish",
     recipe: str | None = None,
     reviewed: bool = False,
+    allow_empty: bool = False,
     points_to: int | None = None,
     extra: Mapping[str, Any] | None = None,
     extra_checks: list[Check] | None = None,
@@ -39,15 +69,25 @@ def publish_files(
 ) -> tuple[Release, Verdict]:
     """Gate ``files`` and publish them as the scenario's next release.
 
-    A blocked verdict raises ``GateBlocked`` and writes nothing. Extensions make the
-    release *pending* unless ``reviewed`` (a person vouched for the code).
+    A blocked verdict raises ``GateBlocked`` and writes nothing. ``gated`` is a verdict
+    ``gate_files`` already gave for exactly ``files`` (the engine's), so it is not re-run.
+    Extensions make the release *pending* unless ``reviewed`` (a person vouched for the
+    code). An empty tree (no rules, skills, commands or extensions) is refused unless it
+    is the chain's first release or ``allow_empty`` (a person chose to clear the harness).
     """
     settings = settings or load_settings()
-    scenario = scenarios.get(scenario_name)
+    scenario = (
+        scenario_name
+        if isinstance(scenario_name, scenarios.Scenario)
+        else scenarios.get(scenario_name)  # a name: looked up once, here
+    )
     chain = scenario.chain()
     chain.head()  # fail on a corrupt chain before doing any work
-    verdict = static_checks(files, limits_from(settings), progress)
-    verdict.checks.extend(extra_checks or [])
+    if not allow_empty:
+        refuse_empty(scenario.name, files, chain.latest())
+    # ``gated``: the caller already ran gate_files on exactly these files.
+    verdict = gated if gated is not None else gate_files(files, settings, progress)
+    verdict = Verdict([*verdict.checks, *(extra_checks or [])], verdict.tree)
     if reviewed:
         for check in verdict.checks:
             if check.name == "extension-review" and check.status == "pending":
@@ -74,6 +114,7 @@ def publish_dir(
     *,
     reason: str,
     reviewed: bool = False,
+    allow_empty: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[Release, Verdict]:
     settings = load_settings()
@@ -84,6 +125,7 @@ def publish_dir(
         files,
         reason=reason,
         reviewed=reviewed,
+        allow_empty=allow_empty,
         progress=progress,
         settings=settings,
     )
@@ -107,5 +149,6 @@ def republish(
         reason=reason or default_reason,
         source=source,
         reviewed=source == "promote" or target.meta.status == "live",
+        allow_empty=True,  # rolling back to an empty release is the person's explicit choice
         points_to=target.number,
     )

@@ -31,16 +31,21 @@ class ReportInvalid(ReefError):
     """A report failed validation; ``field`` names what is wrong."""
 
     exit_code = 2
+    http_status = 400
 
     def __init__(self, field: str, message: str, hint: str | None = None) -> None:
         super().__init__(f"{field}: {message}", hint)
         self.field = field
+
+    def details(self) -> dict[str, Any]:
+        return {"field": self.field}
 
 
 class ReportConflict(ReefError):
     """A report with this id exists with different content."""
 
     exit_code = 4
+    http_status = 409
 
 
 class ReportIn(BaseModel):

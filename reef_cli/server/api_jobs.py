@@ -3,6 +3,7 @@ install script (`GET /reef/harness/install`)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any, Literal
 
@@ -11,8 +12,11 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from reef_cli.core import jobs, scenarios
+from reef_cli.core.asks import check_ask
+from reef_cli.core.errors import ServeError
 from reef_cli.core.names import check_name
 from reef_cli.core.tokens import Grant
+from reef_cli.core.tree import Requires, parse_files
 from reef_cli.server.api import ERRORS, allow, grant_of
 
 
@@ -42,16 +46,12 @@ def make_router() -> APIRouter:
         request: Request, body: EvolveIn, grant: Grant = Depends(grant_of)
     ) -> dict[str, Any]:
         """Queue an evolution job (Reefine for an ask); poll `GET /reef/jobs/{id}`."""
-        from recipes.reefine.ask import check_ask
-
         scenario = _scenario(request, body.scenario)
         allow(grant, scenario)
         ask = check_ask(body.ask or "") if body.recipe == "reefine" else body.ask
         scenarios.get(scenario)
         worker = request.app.state.jobs
         if worker is None:
-            from reef_cli.core.errors import ServeError
-
             raise ServeError("this server runs no jobs", "use the main `reef serve`")
         job = jobs.create(scenario, body.recipe, ask, body.adapter)
         worker.submit(job)
@@ -79,10 +79,12 @@ def make_router() -> APIRouter:
         """A POSIX sh script that installs the wrapper's release on a machine with Reef."""
         name = _scenario(request, scenario)
         allow(grant, name)
-        served = scenarios.get(name).chain().served()
+        chain = scenarios.get(name).chain()
+        served = chain.served()
+        requires = parse_files(chain.files(served)).manifest.requires if served else Requires()
         url = str(request.base_url).rstrip("/")
         return PlainTextResponse(
-            install_sh(adapter, name, url, served.number if served else None),
+            install_sh(adapter, name, url, served.number if served else None, requires),
             media_type="text/x-shellscript",
         )
 
@@ -99,7 +101,21 @@ AGENTS = {
 }
 
 
-def install_sh(adapter: str, scenario: str, url: str, release: int | None) -> str:
+_SAFE_BINARY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+_SAFE_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def install_sh(
+    adapter: str,
+    scenario: str,
+    url: str,
+    release: int | None,
+    requires: Requires | None = None,
+) -> str:
+    """The script: check what the release needs, then `reef harness install --from`.
+
+    The agent counts as installed when it is on PATH *or* in Reef's pinned tools
+    (``.tools/bin`` beside the ``.venv`` that holds ``reef``), where install.sh puts it."""
     binary, wrapper, how = AGENTS[adapter]
     q = shlex.quote
     fix_token = "export REEF_TOKEN=... (`reef token` on the server prints it)"
@@ -112,12 +128,34 @@ def install_sh(adapter: str, scenario: str, url: str, release: int | None) -> st
         'fail() { echo "reef install: $1" >&2; exit 1; }',
         "command -v reef >/dev/null 2>&1 ||",
         '  fail "reef is not installed (fix: install Reef\'s client with ./install.sh)"',
+        "# Reef's own pinned agents: <repo>/.tools/bin beside <repo>/.venv/bin/reef",
+        "REEF_BIN=$(command -v reef)",
+        'REEF_BIN=$(readlink -f "$REEF_BIN" 2>/dev/null || echo "$REEF_BIN")',
+        'REEF_TOOLS=$(dirname "$REEF_BIN")/../../.tools/bin',
+        'agent() { command -v "$1" >/dev/null 2>&1 || [ -x "$REEF_TOOLS/$1" ]; }',
         f"command -v {wrapper} >/dev/null 2>&1 ||",
         f'  fail "{wrapper} is not on PATH (fix: put Reef\'s .venv/bin on PATH)"',
-        f"command -v {binary} >/dev/null 2>&1 ||",
-        f'  fail "{binary} is not installed (fix: install {how})"',
+        f"agent {binary} ||",
+        f'  fail "{binary} is not installed (fix: install {how}, or run Reef\'s ./install.sh)"',
         f'[ -n "${{REEF_TOKEN:-}}" ] || fail {q("REEF_TOKEN is not set (fix: " + fix_token + ")")}',
     ]
+    needs = requires or Requires()
+    for name in needs.binaries:
+        if _SAFE_BINARY.match(name):
+            lines.append(
+                f"command -v {q(name)} >/dev/null 2>&1 || "
+                f"fail {q(f'{which} needs the program {name} (fix: install {name})')}"
+            )
+        else:
+            lines.append(f"fail {q(f'{which} requires a program named oddly: {name!r}')}")
+    for var in needs.env:
+        if _SAFE_ENV.match(var):
+            lines.append(
+                f'[ -n "${{{var}:-}}" ] || '
+                f"fail {q(f'{which} needs ${var} set (fix: export {var}=...)')}"
+            )
+        else:
+            lines.append(f"fail {q(f'{which} requires an oddly named variable: {var!r}')}")
     if release is None:
         lines.append(f'fail "scenario {scenario} has no live release yet (fix: publish one)"')
     lines += [

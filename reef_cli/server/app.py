@@ -15,9 +15,8 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from reef_cli.core import errors
-from reef_cli.core.jobs import JobNotFound
-from reef_cli.core.records import RecordNotFound, RecordStore
-from reef_cli.core.reports import ReportConflict, ReportInvalid
+from reef_cli.core.jobs import JobRunner
+from reef_cli.core.records import RecordStore
 from reef_cli.core.tokens import TokenSet
 from reef_cli.server import api, api_jobs
 from reef_cli.server.auth import Authenticator
@@ -28,32 +27,6 @@ from reef_cli.server.release_cache import ReleaseCache
 from reef_cli.server.upstream import Upstream
 
 log = logging.getLogger("reef.serve")
-
-STATUS: list[tuple[type[errors.ReefError], int]] = [
-    (api.Unauthorized, 401),
-    (api.Forbidden, 403),
-    (errors.AuthError, 401),
-    (errors.InvalidName, 400),
-    (ReportInvalid, 400),
-    (ReportConflict, 409),
-    (errors.ScenarioNotFound, 404),
-    (errors.ReleaseNotFound, 404),
-    (RecordNotFound, 404),
-    (errors.ScenarioExists, 409),
-    (errors.ChainConflict, 409),
-    (errors.GateBlocked, 422),
-    (errors.TreeError, 422),
-    (JobNotFound, 404),
-    (errors.AskRefused, 422),
-    (errors.ServeError, 503),
-]
-
-
-def status_of(exc: errors.ReefError) -> int:
-    for kind, status in STATUS:
-        if isinstance(exc, kind):
-            return status
-    return 500
 
 
 def _error(status: int, message: str, hint: str | None = None, **extra: Any) -> JSONResponse:
@@ -91,20 +64,19 @@ def create_app(
     *,
     tokens: TokenSet | None,
     store_path: Path | None = None,
-    run_jobs: bool = False,
+    jobs: JobRunner | None = None,
 ) -> ReefApp:
-    """Build the app. ``tokens=None`` means open (no auth): callers decide when that is allowed."""
+    """Build the app. ``tokens=None`` means open (no auth): callers decide when that is
+    allowed. ``jobs`` runs `POST /reef/evolve` jobs; the caller wires it in (`reef serve`
+    passes ``recipes.jobs.Worker``), so the server itself knows no recipe. Without it the
+    server answers 503 to job submissions."""
     upstream = Upstream.from_config(config)
     store = RecordStore(store_path)
     recorder = Recorder(store) if config.record else None
     releases = ReleaseCache(config.release_cache_seconds)
     auth = Authenticator(tokens)
     proxy = Proxy(config, upstream, auth, recorder, releases)
-    worker = None
-    if run_jobs:
-        from recipes.jobs import Worker
-
-        worker = Worker()
+    worker = jobs
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -151,11 +123,10 @@ def create_app(
 
     @app.exception_handler(errors.ReefError)
     async def reef_error(request: Request, exc: errors.ReefError) -> JSONResponse:
-        status = status_of(exc)
+        status = exc.http_status
         if status >= 500:
             log.error("%s: %s", type(exc).__name__, exc.one_line())
-        extra = {"field": exc.field} if isinstance(exc, ReportInvalid) else {}
-        return _error(status, exc.message, exc.hint, type=type(exc).__name__, **extra)
+        return _error(status, exc.message, exc.hint, type=type(exc).__name__, **exc.details())
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -18,12 +18,12 @@ import pytest
 
 from recipes import engine
 from reef_cli.core import scenarios, tools
-from reef_cli.core.budget import Budget
-from reef_cli.core.llm import ModelClient
+from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import RecordStore
 from reef_cli.core.tree import starter_tree
 from tests.fakes.scripted import Scripted, draft_json
+from tests.fakes.upstream import Turn
 
 pytestmark = pytest.mark.skipif(
     tools.find("pi") is None, reason="pi is not installed (scripts/install_agents.sh installs it)"
@@ -33,33 +33,50 @@ MARKER = "reef-e2e-7c1d"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_reefine_with_real_pi_in_the_sandbox_and_a_scripted_model(scripted: Scripted) -> None:
-    scenarios.create("demo")
+AGENTS = {"pi": "pi", "claude-code": "claude"}
+
+
+@pytest.mark.parametrize("adapter", list(AGENTS))
+def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adapter: str) -> None:
+    if tools.find(AGENTS[adapter]) is None:
+        pytest.skip(f"{AGENTS[adapter]} is not installed (scripts/install_agents.sh installs it)")
+    scenario = scenarios.create("demo")
     publish_files("demo", starter_tree().files(), reason="start")
-    scripted.push(draft_json())  # the draft; pi's own request then gets the default answer
-    model = ModelClient("openai/scripted", api_base=scripted.api_base, budget=Budget(max_calls=10))
-    with engine.PiRunner("demo", model) as runner:
-        outcome = engine.run(
-            "demo", engine.recipe_named("reefine"), model=model, ask=ASK, runner=runner
+    scripted.push(draft_json())  # the draft; the agent's own request then gets the default answer
+    outcome = engine.evolve(
+        engine.EvolveRequest(
+            scenario=scenario,
+            ask=ASK,
+            adapter=adapter,
+            model="openai/scripted",
+            api_base=scripted.api_base,
+            limits=BudgetLimits(calls=10),
         )
+    )
     assert outcome.state == "published", outcome.message
     trial = outcome.evidence["trial"]
+    assert trial["agent"] == adapter and trial["agent_version"][0].isdigit()
     assert trial["loaded"] is True and trial["returncode"] == 0
     assert trial["sandbox"] == "bwrap"
     assert "failing test" in trial["answer_excerpt"]
-    # pi's request reached the model with the new rule in it, and was recorded
-    pi_requests = [
+    # the agent's request reached the model with the new rule in it, and was recorded
+    agent_requests = [
         e
         for e in scripted.inference()
         if MARKER in json.dumps(e.body) and "response_format" not in e.body
     ]
-    assert pi_requests, "the rule text never reached the model"
+    assert agent_requests, "the rule text never reached the model"
     records = RecordStore().list(session_id=trial["session_id"], limit=None)
     assert {r.id for r in records} == set(trial["receipts"])
     assert all(r.scenario == "demo" for r in records)
+    [found] = trial["found"]
+    holding = next(r for r in records if r.id == found["receipt"])
+    assert MARKER in json.dumps(holding.request)  # the stored request shows the change
     meta = scenarios.get("demo").chain().get(outcome.release).meta.model_dump()
     assert meta["trial"]["receipts"] == trial["receipts"]
+    assert meta["agent"]["name"] == adapter
     assert meta["budget"]["calls"] >= 2  # the draft + the agent's own call(s)
+    assert meta["budget"]["calls"] <= 10
 
 
 def _free_port() -> int:
@@ -68,7 +85,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_reef_pi_evolve_runs_as_a_background_serve_job(scripted: Scripted, reef_home: Path) -> None:
+WRAPPERS = {"pi": "reef-pi", "claude-code": "reef-claude"}
+ROOT_CAUSE = "always explain the root cause first"
+
+
+@pytest.mark.parametrize("adapter", list(WRAPPERS))
+def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
+    scripted: Scripted, reef_home: Path, adapter: str
+) -> None:
+    """`reef-claude evolve "…" --yes --wait` trials on Claude Code, `reef-pi` on pi."""
+    if tools.find(AGENTS[adapter]) is None:
+        pytest.skip(f"{AGENTS[adapter]} is not installed (scripts/install_agents.sh installs it)")
     env = {
         **os.environ,
         "REEF_MODEL": "openai/scripted",
@@ -76,13 +103,14 @@ def test_reef_pi_evolve_runs_as_a_background_serve_job(scripted: Scripted, reef_
         "REEF_SERVE_PORT": str(_free_port()),
         "REEF_SCENARIO": "team",
     }
+    env.pop("REEF_TOKEN", None)
     scenarios.create("team")
     publish_files("team", starter_tree().files(), reason="start")
-    scripted.push(draft_json())
+    scripted.push(draft_json(body=f"Explain the root cause before any fix ({MARKER})."))
     bin_dir = Path(sys.executable).parent
     try:
         done = subprocess.run(
-            [str(bin_dir / "reef-pi"), "evolve", ASK, "--wait"],
+            [str(bin_dir / WRAPPERS[adapter]), "evolve", ROOT_CAUSE, "--yes", "--wait"],
             env=env,
             capture_output=True,
             text=True,
@@ -92,7 +120,17 @@ def test_reef_pi_evolve_runs_as_a_background_serve_job(scripted: Scripted, reef_
         assert "queued" in done.stdout and "published r2" in done.stdout
         job_id = done.stdout.split("job ")[1].split()[0]
         job = json.loads((reef_home / "jobs" / f"{job_id}.json").read_text())
-        assert job["state"] == "published" and job["outcome"]["evidence"]["trial"]["loaded"]
+        assert job["state"] == "published" and job["adapter"] == adapter
+        trial = job["outcome"]["evidence"]["trial"]
+        assert trial["loaded"] and trial["agent"] == adapter
+        meta = scenarios.get("team").chain().get(2).meta.model_dump()
+        assert meta["agent"]["name"] == adapter and meta["trial"]["receipts"]
+        # the stored request of the agent's own call shows the change it was given
+        [found] = meta["trial"]["found"]
+        record = RecordStore().get(found["receipt"])
+        assert MARKER in json.dumps(record.request)
+        where = "messages[0] (system)" if adapter == "pi" else "messages[0] (user, system-reminder)"
+        assert found["in"] == where
     finally:
         subprocess.run(
             [sys.executable, "-c", "from reef_cli.core import serve_process as s; s.stop()"],
@@ -128,3 +166,43 @@ def test_quickstart_on_the_embedded_model(reef_home: Path) -> None:
     files = chain.files(latest)
     assert change["path"] in files and change["path"] not in chain.files(chain.get(1))
     assert "added:" in done.stdout and change["path"] in done.stdout  # the diff was printed
+
+
+def test_the_wall_time_budget_stops_a_running_agent(scripted: Scripted) -> None:
+    scenario = scenarios.create("demo")
+    publish_files("demo", starter_tree().files(), reason="start")
+    scripted.push(draft_json())
+    scripted.fake.push(Turn(stall=120))  # the agent's own call: the model hangs
+    outcome = engine.evolve(
+        engine.EvolveRequest(
+            scenario=scenario,
+            ask=ASK,
+            model="openai/scripted",
+            api_base=scripted.api_base,
+            limits=BudgetLimits(seconds=15),
+        )
+    )
+    assert outcome.state == "stopped", outcome.message
+    assert "wall-time budget" in outcome.message
+    assert outcome.evidence["budget"]["seconds"] < 120  # the agent was stopped, not waited for
+    assert [r.number for r in scenario.chain().releases()] == [1]
+
+
+def test_the_agents_calls_past_the_call_budget_are_refused_before_they_are_made(
+    scripted: Scripted,
+) -> None:
+    scenario = scenarios.create("demo")
+    publish_files("demo", starter_tree().files(), reason="start")
+    scripted.push(draft_json())  # call 1: the draft; the agent's call would be the second
+    outcome = engine.evolve(
+        engine.EvolveRequest(
+            scenario=scenario,
+            ask=ASK,
+            model="openai/scripted",
+            api_base=scripted.api_base,
+            limits=BudgetLimits(calls=1),
+        )
+    )
+    assert outcome.state == "stopped" and "model-call budget" in outcome.message
+    assert len(scripted.inference()) == 1  # the agent's request never reached the model
+    assert [r.number for r in scenario.chain().releases()] == [1]

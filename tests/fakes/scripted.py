@@ -26,7 +26,7 @@ def draft_json(**overrides: Any) -> str:
 class Scripted:
     def __init__(self) -> None:
         self.fake = FakeUpstream(default=Turn(text="I will write a failing test first."))
-        self.server = ServerThread(self.fake.app)
+        self.server = ServerThread(self.fake.app, timeout_graceful_shutdown=1)
 
     @property
     def api_base(self) -> str:

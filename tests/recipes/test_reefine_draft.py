@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.reefine.ask import AskRefused, check_ask, clarifying_questions
 from recipes.reefine.draft import Draft, apply_draft, normalise
+from reef_cli.core.asks import AskRefused, check_ask, clarifying_questions
 from reef_cli.core.gate import static_checks
 from reef_cli.core.tree import parse_files, starter_tree
 

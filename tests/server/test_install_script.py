@@ -155,3 +155,41 @@ def test_harness_install_from_a_running_serve(
     )
     assert "401" in line and not other.exists()
     assert len(installs.for_scenario("team")) == 1
+
+
+def test_install_script_finds_reefs_pinned_agent_beside_its_venv(served, tmp_path: Path) -> None:
+    """A standard install has pi only in <repo>/.tools/bin, not on PATH."""
+    script = tmp_path / "install.sh"
+    script.write_text(_script(served.url).text)
+    repo = tmp_path / "repo"
+    venv_bin = _fake_bin(repo / ".venv" / "bin", "reef", "reef-pi")
+    tools = repo / ".tools" / "bin"
+    missing = _run(script, f"{venv_bin}:/usr/bin:/bin", REEF_TOKEN=TOKEN)
+    assert missing.returncode != 0 and "pi is not installed" in missing.stderr
+    _fake_bin(tools, "pi")
+    done = _run(script, f"{venv_bin}:/usr/bin:/bin", REEF_TOKEN=TOKEN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:3] == ["reef", "harness", "install"]
+
+
+def test_install_script_checks_what_the_release_requires(make_stack, tmp_path: Path) -> None:
+    scenarios.create("needs")
+    files = {
+        **FILES,
+        "reef.toml": (
+            'format = 1\n\n[requires]\nbinaries = ["reef-fake-jq"]\nenv = ["GITHUB_TOKEN"]\n'
+        ),
+    }
+    publish_files("needs", files, reason="needs a tool", reviewed=True)
+    stack = make_stack()
+    script = tmp_path / "install.sh"
+    script.write_text(_script(stack.url, scenario="needs").text)
+    full = _fake_bin(tmp_path / "full", "reef", "reef-pi", "pi")
+    no_jq = _run(script, f"{full}:/usr/bin:/bin", REEF_TOKEN=TOKEN, GITHUB_TOKEN="x")
+    assert no_jq.returncode != 0 and "r1 needs the program reef-fake-jq" in no_jq.stderr
+    assert no_jq.stdout == ""
+    _fake_bin(full, "reef-fake-jq")
+    no_env = _run(script, f"{full}:/usr/bin:/bin", REEF_TOKEN=TOKEN)
+    assert no_env.returncode != 0 and "r1 needs $GITHUB_TOKEN set" in no_env.stderr
+    done = _run(script, f"{full}:/usr/bin:/bin", REEF_TOKEN=TOKEN, GITHUB_TOKEN="x")
+    assert done.returncode == 0, done.stderr

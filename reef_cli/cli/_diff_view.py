@@ -1,0 +1,42 @@
+"""Printing a release diff in colour: `reef harness diff` and `reef quickstart` share it."""
+
+from __future__ import annotations
+
+from reef_cli.cli._output import console
+from reef_cli.core.diff import FileDiff
+
+
+def print_diff(changes: list[FileDiff], old: str, new: str, stat: bool = False) -> None:
+    """Per-file unified diffs from tag ``old`` to ``new`` (``stat``: line counts only)."""
+    out = console()
+    if not changes:
+        out.print(f"{old} and {new} have the same content.")
+        return
+    if stat:
+        width = max(len(c.path) for c in changes)
+        for c in changes:
+            out.print(
+                f" {c.path:<{width}} | [green]+{c.added}[/] [red]-{c.removed}[/] ({c.status})"
+            )
+        out.print(
+            f" {len(changes)} file(s) changed, {sum(c.added for c in changes)} insertion(s), "
+            f"{sum(c.removed for c in changes)} deletion(s)"
+        )
+        return
+    from rich.text import Text
+
+    for c in changes:
+        out.print(Text(f"{c.status}: {c.path}", style="bold"))
+        for line in c.diff.splitlines():
+            style = (
+                "bold"
+                if line.startswith(("+++", "---"))
+                else "green"
+                if line.startswith("+")
+                else "red"
+                if line.startswith("-")
+                else "cyan"
+                if line.startswith("@@")
+                else ""
+            )
+            out.print(Text(line, style=style), soft_wrap=True)
