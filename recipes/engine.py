@@ -5,6 +5,14 @@ A job ends in one of: ``published`` (or ``pending`` when the change is extension
 could not be trusted: an evaluator or model outage is never a win), ``stopped`` (a budget
 ran out) or ``failed`` (the model or the sandbox could not do the work). Whatever the
 end, the chain holds either one complete new release or nothing new.
+
+The quality gate (``reef_cli.core.quality``) runs here for every recipe, on the text its
+candidate's changes hold: the deterministic checks, then — when they pass — the judge, all
+before the trial. A candidate that fails is proposed once more with the reasons as
+feedback when the recipe has ``revise(ctx, candidate, reasons) -> [Candidate]``; if that
+fails too the job ends ``rejected``. After the trial the agent's answer is held to the
+ask the same way (a deterministic minimum, then the judge). A judge that gives no valid
+answer ends the job ``invalid``: an outage is never a pass.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ from typing import Any, Protocol
 
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, no_progress
 from recipes.tasks import Task, TaskSet, evaluate
-from reef_cli.core import config
+from reef_cli.core import config, quality
 from reef_cli.core.budget import BudgetLimits, resolve_limits
+from reef_cli.core.config import Settings
 from reef_cli.core.errors import ReefError
 from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
@@ -98,6 +107,7 @@ def evolve(request: EvolveRequest) -> Outcome:
             request.limits, getattr(recipe, "budget", None), config.configured_limits(settings)
         )
         model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
+        judge = _judge_client(settings, model)
         adapter = adapters.get(request.adapter)
         with AgentRunner(adapter, request.scenario.name, model) as runner:
             return run(
@@ -111,9 +121,20 @@ def evolve(request: EvolveRequest) -> Outcome:
                 runner=runner,
                 tasks=request.tasks,
                 extra={"agent": runner.agent},
+                judge=judge,
+                judge_threshold=settings.judge_threshold,
             )
     except ReefError as exc:  # the runner could not start: no agent, no sandbox …
         return Outcome(exc.kind, exc.one_line())
+
+
+def _judge_client(settings: Settings, model: ModelClient) -> ModelClient:
+    """The judge: a configured stronger model (``judge_model`` / ``judge_api_base``) or
+    the job's own model; its calls charge the job's budget."""
+    name = settings.judge_model
+    if not name:
+        return model
+    return ModelClient(name, api_base=settings.judge_api_base, budget=model.budget)
 
 
 def run(
@@ -128,8 +149,12 @@ def run(
     runner: Runner | None = None,
     tasks: TaskSet | None = None,
     extra: dict[str, Any] | None = None,
+    judge: ModelClient | None = None,
+    judge_threshold: float | None = None,
 ) -> Outcome:
-    """Run ``recipe`` and gate its candidate; ``runner=None`` skips trial and evaluation."""
+    """Run ``recipe`` and gate its candidate; ``runner=None`` skips trial and evaluation.
+    ``judge`` scores model-written text and the trial's answer (default: ``model``) and
+    passes at ``judge_threshold`` (default ``quality.DEFAULT_THRESHOLD``)."""
     budget = model.budget
     chain = scenario.chain()
     served = chain.served()
@@ -150,9 +175,86 @@ def run(
         candidates = recipe.propose(ctx)
         if not candidates:
             return Outcome("rejected", "the recipe proposed no change")
-        return _judge(scenario, recipe, candidates[0], ctx, runner, tasks, extra or {})
+        gate = QualityGate(
+            judge or model,
+            quality.DEFAULT_THRESHOLD if judge_threshold is None else judge_threshold,
+        )
+        return _judge(scenario, recipe, candidates[0], ctx, runner, tasks, extra or {}, gate)
     except ReefError as exc:  # the error's class says how the job ends (errors.py)
         return Outcome(exc.kind, exc.one_line(), evidence={"budget": budget.to_json()})
+
+
+@dataclass
+class QualityGate:
+    """The quality checks on model-written text and on the trial's answer."""
+
+    judge: ModelClient
+    threshold: float
+
+    def draft(self, candidate: Candidate) -> list[Check]:
+        """Deterministic checks on every changed file's text; the judge when they pass."""
+        ask = candidate.reason
+        checks: list[Check] = []
+        texts: list[quality.Written] = []
+        for change in candidate.changes:
+            if change.path not in candidate.files:
+                continue  # a removal: no text was written
+            text = quality.written_of(
+                candidate.files, change.kind, change.name, change.path, change.why
+            )
+            texts.append(text)
+            checks += quality.check_written(ask, text)
+        if texts and not quality.failures(checks):
+            shown = "\n\n".join(
+                f"Kind: {t.kind} {t.name}\nDescription: {t.description}\n{t.body}" for t in texts
+            )
+            checks.append(
+                quality.judge(
+                    self.judge,
+                    ask,
+                    f"The change ({len(texts)} file(s)):",
+                    shown,
+                    name="judge-draft",
+                    threshold=self.threshold,
+                )
+            )
+        return checks
+
+    def answer(self, candidate: Candidate, trial: dict[str, Any]) -> list[Check]:
+        """The trial's answer follows the ask: the deterministic minimum, then the judge."""
+        answer = str(trial.get("answer_excerpt") or trial.get("answer") or "")
+        probe = candidate.probe or ""
+        checks = [quality.check_answer(candidate.reason, answer, probe)]
+        if checks[0].status == "passed":
+            checks.append(
+                quality.judge(
+                    self.judge,
+                    candidate.reason,
+                    f"The agent's answer to {probe[:300]!r}, with the change installed:",
+                    answer,
+                    name="judge-answer",
+                    threshold=self.threshold,
+                )
+            )
+        return checks
+
+
+def _stop_on(
+    checks: list[Check], what: str, evidence: dict[str, Any], verdict: list[Check]
+) -> Outcome | None:
+    """The job's end when ``checks`` did not all pass: ``invalid`` if a judge gave no
+    verdict, else ``rejected`` with the reasons; None when they passed."""
+    invalid = [c for c in checks if c.status == "invalid"]
+    reasons = quality.failures(checks)
+    if not reasons:
+        return None
+    state = "invalid" if invalid else "rejected"
+    return Outcome(
+        state,
+        f"{what}: {'; '.join(reasons[:3])}; nothing published",
+        verdict={"checks": [c.to_json() for c in verdict]},
+        evidence=evidence,
+    )
 
 
 def _judge(
@@ -163,19 +265,40 @@ def _judge(
     runner: Runner | None,
     tasks: TaskSet | None,
     extra: dict[str, Any],
+    gate: QualityGate,
 ) -> Outcome:
     progress, budget, model = ctx.progress, ctx.budget, ctx.model
     progress("gate: validating the tree and scanning for secrets", 0.35)
     # Once per candidate, with the configured limits, before any trial spends budget.
     gated: Verdict = gate_files(candidate.files)
     gated.raise_if_blocked()  # -> GateBlocked: names rule and file:line, never a value
-    checks: list[Check] = []
+    progress("gate: checking the text the model wrote", 0.4)
+    checks = gate.draft(candidate)
+    attempts = [[c.to_json() for c in checks]]
+    judged_out = any(c.status == "invalid" for c in checks)  # an outage is not redrafted
+    if quality.failures(checks) and not judged_out:
+        revised = recipe.revise(ctx, candidate, quality.failures(checks))
+        if revised:
+            candidate = revised[0]
+            gated = gate_files(candidate.files)
+            gated.raise_if_blocked()
+            checks = gate.draft(candidate)
+            attempts.append([c.to_json() for c in checks])
     evidence: dict[str, Any] = {
         **candidate.evidence,
         **extra,
         "changes": [change.__dict__ for change in candidate.changes],
         "model": model.describe(),
+        "judge": {"model": gate.judge.describe(), "threshold": gate.threshold},
+        "quality": {"drafts": len(attempts), "attempts": attempts},
     }
+    drafts = "1 draft" if len(attempts) == 1 else f"{len(attempts)} drafts"
+    stopped = _stop_on(
+        checks, f"the quality gate rejected the change ({drafts})", evidence, gated.checks + checks
+    )
+    if stopped is not None:
+        evidence["budget"] = budget.to_json()
+        return stopped
     if runner is not None:
         progress("trial: running the agent with the change, in the sandbox", 0.45)
         check, trial_evidence = runner.trial(candidate)
@@ -186,9 +309,21 @@ def _judge(
             return Outcome(
                 "rejected",
                 f"trial failed: {check.detail}; nothing published",
-                verdict={"checks": [check.to_json()]},
+                verdict={"checks": [c.to_json() for c in gated.checks + checks]},
                 evidence=evidence,
             )
+        progress("trial: does the answer follow the ask?", 0.6)
+        answered = gate.answer(candidate, trial_evidence)
+        checks += answered
+        stopped = _stop_on(
+            answered,
+            "trial failed: the change loaded but the answer does not follow the ask",
+            evidence,
+            gated.checks + checks,
+        )
+        if stopped is not None:
+            evidence["budget"] = budget.to_json()
+            return stopped
         if tasks is not None:
             result = evaluate(candidate.files, ctx.incumbent, tasks, runner.score, progress)
             checks.append(result.as_check())

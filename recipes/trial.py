@@ -4,10 +4,13 @@
 `reef serve` (``trial_proxy``) in front of the job's model, so every request the agent
 makes is recorded and charged to the job's budget — refused before it is made once the
 call budget is spent — and runs the agent through ``Adapter.run_headless`` with a
-sandboxed ``Launch``. A trial passes when the agent completed and the recorded requests
-show the candidate was loaded (its rule text or skill name reached the model). The
-evidence — agent and version, receipts, where the change was found, exit status, timings,
-an excerpt — goes into the release metadata.
+sandboxed ``Launch``. The ``trial`` check here passes when the agent completed and the
+recorded requests show the candidate was loaded (its rule text or skill name reached the
+model); the engine then holds the answer (``answer_excerpt``) to the ask — the quality
+gate's deterministic minimum and the judge — so a trial passes only when the change
+loaded *and* the answer follows the ask. The evidence — agent and version, receipts,
+where the change was found, exit status, timings, an excerpt — goes into the release
+metadata.
 
 This is the one place recipes reach the server (a trial's gateway is a `reef serve`):
 the arrow recipes -> server is allowed, server -> recipes is not (docs/architecture.md).

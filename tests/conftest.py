@@ -1,4 +1,6 @@
-"""Every test gets its own empty state dir (REEF_HOME) and no REEF_* settings from outside."""
+"""Every test gets its own empty state dir (REEF_HOME) and no REEF_* settings from outside,
+except the embedded model: tests run on the lite one (SmolLM2), whatever the machine's
+memory would pick (tests that check the choice itself unset it)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ def reef_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             monkeypatch.delenv(key)
     home = tmp_path / "reef-home"
     monkeypatch.setenv("REEF_HOME", str(home))
+    monkeypatch.setenv("REEF_EMBEDDED_MODEL", "smollm2-135m")
     return home
 
 

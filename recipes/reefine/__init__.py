@@ -54,17 +54,34 @@ class Reefine:
         if ctx.interactive and ctx.clarify is not None:
             ask = clarified(ask, ctx.clarify)
         ctx.progress(f"drafting a change with {ctx.model.describe()}", 0.15)
+        return [self._candidate(ctx, ask)]
+
+    def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]:
+        """One more draft of the same ask, told why the quality gate rejected the last."""
+        ask = candidate.reason
+        try:
+            previous: Draft | None = Draft.model_validate(candidate.evidence.get("draft"))
+        except ValueError:
+            previous = None
+        ctx.progress("drafting again with the quality gate's reasons", 0.3)
+        return [self._candidate(ctx, ask, reasons, previous)]
+
+    def _candidate(
+        self,
+        ctx: Context,
+        ask: str,
+        feedback: list[str] | None = None,
+        previous: Draft | None = None,
+    ) -> Candidate:
         base = ctx.incumbent or HarnessTree().files()
-        draft = draft_change(ctx.model, ask, _summary(base))
+        draft = draft_change(ctx.model, ask, _summary(base), feedback=feedback, previous=previous)
         files, change = apply_draft(base, draft)
         probe, expect = probe_for(draft, ask)
-        return [
-            Candidate(
-                files=files,
-                reason=ask,
-                changes=[change],
-                probe=probe,
-                expect_in_request=expect,
-                evidence={"ask": ask, "draft": draft.model_dump()},
-            )
-        ]
+        return Candidate(
+            files=files,
+            reason=ask,
+            changes=[change],
+            probe=probe,
+            expect_in_request=expect,
+            evidence={"ask": ask, "draft": draft.model_dump()},
+        )

@@ -1,9 +1,11 @@
 """Turning an ask into one typed change with the model, then making it safe to apply.
 
-Small models (the embedded 135M one) need few-shot examples and constrained JSON; they
-also drift off topic. So the model's draft is validated and normalised here: a kebab-case
-name, bounded lengths, and — if the body lost the point — the ask itself, verbatim, as
-the first line. The person's words are the specification; the model adds structure.
+Small models (the embedded 135M one) need few-shot examples — one for every kind — and
+constrained JSON; they also drift off topic. So the model's draft is validated and
+normalised here: the kind and the command name the person's words give win over the
+model's choice, names are kebab-case and lengths bounded. Whether the text is one a person
+would keep is the quality gate's question (``reef_cli.core.quality``, run by the engine):
+a draft that fails it is drafted once more with the reasons (``draft_change(feedback=…)``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from pydantic import BaseModel, Field
 from recipes.base import Change
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.names import MAX_NAME
+from reef_cli.core.quality import asked_command_name
 
 KINDS = ("rule", "skill", "command", "extension")
 MAX_BODY = 1500
+MAX_DRAFT_TOKENS = 500  # ~ 1,500 characters of body plus the other fields
 
 
 class Draft(BaseModel):
@@ -33,8 +37,10 @@ SYSTEM = (
     "You turn a developer's request into one change to their coding agent's harness. "
     "Kinds: rule (always-on instruction), skill (a procedure the agent loads when relevant), "
     "command (a slash command the developer types), extension (TypeScript code; only when "
-    "code is required). Answer with JSON only: kind, name (kebab-case), description, body "
-    "(markdown instructions addressed to the agent), why."
+    "code is required). Answer with JSON only: kind, name (kebab-case, at most 40 "
+    "characters; for a command, the name the developer gave), description (one sentence), "
+    "body (2 to 6 short sentences or numbered steps of markdown addressed to the agent, "
+    "using the request's own words; no links, hashtags or placeholders), why (one sentence)."
 )
 
 EXAMPLES: list[tuple[str, Draft]] = [
@@ -44,13 +50,25 @@ EXAMPLES: list[tuple[str, Draft]] = [
             kind="rule",
             name="british-english",
             description="Write in British English",
-            body="Write all prose, comments and commit messages in British English "
-            "(colour, organise, behaviour).",
+            body="Write all prose, comments and commit messages in British English. Use "
+            "British spellings such as colour, organise and behaviour.",
             why="The developer asked for British spelling everywhere.",
         ),
     ),
     (
-        "when I say ship it, run the tests and open a pull request",
+        "add a skill for writing a database migration",
+        Draft(
+            kind="skill",
+            name="database-migration",
+            description="Write a safe, reversible database migration",
+            body="1. Read the current schema and the models that changed.\n2. Write the "
+            "migration with both an upgrade and a downgrade step.\n3. Run it against a "
+            "scratch database, then run the tests.\n4. Report the commands you ran.",
+            why="The developer wants migrations written the same careful way each time.",
+        ),
+    ),
+    (
+        "add a /ship-it command that runs the tests and opens a pull request",
         Draft(
             kind="command",
             name="ship-it",
@@ -60,85 +78,122 @@ EXAMPLES: list[tuple[str, Draft]] = [
             why="The developer wants one command for the test-then-PR routine.",
         ),
     ),
+    (
+        "write an extension that greets me when a session starts",
+        Draft(
+            kind="extension",
+            name="session-greeting",
+            description="Greet the developer when a session starts",
+            body='export default function (pi) {\n  pi.on("session_start", (_event, ctx) '
+            '=> {\n    ctx.ui.notify("Welcome back.", "info");\n  });\n}\n',
+            why="The developer asked for a greeting, which needs code that runs on an event.",
+        ),
+    ),
 ]
 
 
-def messages_for(ask: str, tree_summary: str) -> list[dict[str, str]]:
+def messages_for(
+    ask: str,
+    tree_summary: str,
+    feedback: list[str] | None = None,
+    previous: Draft | None = None,
+) -> list[dict[str, str]]:
     out = [{"role": "system", "content": SYSTEM}]
     for example_ask, draft in EXAMPLES:
         out.append({"role": "user", "content": f"Request: {example_ask}"})
         out.append({"role": "assistant", "content": draft.model_dump_json()})
-    out.append({"role": "user", "content": f"Current harness: {tree_summary}\nRequest: {ask}"})
+    request = f"Current harness: {tree_summary}\nRequest: {ask}"
+    hint = hints_for(ask)
+    if hint:
+        request += f"\n{hint}"
+    out.append({"role": "user", "content": request})
+    if feedback:
+        if previous is not None:
+            out.append({"role": "assistant", "content": previous.model_dump_json()})
+        reasons = "\n".join(f"- {line}" for line in feedback[:6])
+        out.append(
+            {
+                "role": "user",
+                "content": "That draft was rejected:\n"
+                f"{reasons}\nWrite a better draft for the same request: on the request's "
+                "words, at least two clear instructions, no debris. JSON only.",
+            }
+        )
     return out
 
 
-def draft_change(model: ModelClient, ask: str, tree_summary: str) -> Draft:
-    draft = model.structured(messages_for(ask, tree_summary), Draft, max_tokens=500)
+def draft_change(
+    model: ModelClient,
+    ask: str,
+    tree_summary: str,
+    *,
+    feedback: list[str] | None = None,
+    previous: Draft | None = None,
+) -> Draft:
+    """The model's draft for ``ask``, normalised; ``feedback`` (the quality gate's reasons
+    for rejecting ``previous``) makes it a second attempt."""
+    draft = model.structured(
+        messages_for(ask, tree_summary, feedback, previous), Draft, max_tokens=MAX_DRAFT_TOKENS
+    )
     return normalise(draft, ask)
 
 
-_WORD = re.compile(r"[a-z]{4,}")
-_STOP = frozenset(
-    [
-        "when",
-        "with",
-        "that",
-        "this",
-        "your",
-        "have",
-        "from",
-        "into",
-        "they",
-        "them",
-        "then",
-        "than",
-        "what",
-        "will",
-        "should",
-        "always",
-        "never",
-        "every",
-        "about",
-        "which",
-        "there",
-        "their",
-    ]
-)
-
-
-def _keywords(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
-
-
 _SAYS_KIND = (
-    ("command", re.compile(r"\b(?:slash command|a command|when I (?:type|say) /)", re.I)),
-    ("skill", re.compile(r"\b(?:a skill|skill for|procedure|step[- ]by[- ]step)\b", re.I)),
-    ("rule", re.compile(r"^\s*(?:always|never|when(?:ever)?|before|after|don'?t|do not)\b", re.I)),
+    (
+        "command",
+        re.compile(
+            r"\b(?:slash[- ]command|(?:a|an|the|new)\s+(?:[\w-]+\s+)?command\b"
+            r"|command (?:called|named)|when I (?:type|say) /)",
+            re.I,
+        ),
+    ),
+    ("extension", re.compile(r"\b(?:an|pi) extension\b|\bextension (?:that|which|to)\b", re.I)),
+    ("skill", re.compile(r"\bskills?\b|\bprocedure\b|\bstep[- ]by[- ]step\b", re.I)),
+    (
+        "rule",
+        re.compile(
+            r"\b(?:always|never)\b|^\s*(?:please\s+)?(?:when(?:ever)?|before|after|don'?t|"
+            r"do not|from now on)\b",
+            re.I,
+        ),
+    ),
 )
 
 
 def kind_named_by(ask: str) -> str | None:
-    """The kind the person's own words ask for, if they are clear about it."""
+    """The kind the person's own words ask for, if they are clear about it: "/name" or
+    "a … command" is a command, "skill" a skill, "an extension" an extension, "always …",
+    "never …", "when …" a rule."""
+    if asked_command_name(ask) is not None:
+        return "command"
     for kind, pattern in _SAYS_KIND:
         if pattern.search(ask):
             return kind
     return None
 
 
+def hints_for(ask: str) -> str:
+    """What the person's words already decide, told to the model up front."""
+    kind, name = kind_named_by(ask), asked_command_name(ask)
+    if kind == "command" and name:
+        return f"This is a command named {name}."
+    if not kind:
+        return ""
+    return f"This is an {kind}." if kind == "extension" else f"This is a {kind}."
+
+
 def normalise(draft: Draft, ask: str) -> Draft:
-    """Keep the draft on the ask: the kind the person named, a kebab name, a bounded body,
-    and the ask itself in the body when the model's text lost it."""
+    """Keep the draft on the ask: the kind (and a command's name) the person named, a kebab
+    name and a bounded body."""
     name = re.sub(r"[^a-z0-9]+", "-", draft.name.lower()).strip("-")[:MAX_NAME] or "reef-change"
     body = draft.body.strip()
     kind = kind_named_by(ask) or draft.kind
     if kind == "extension" and "export default" not in body:
         kind = "rule"  # an "extension" without code is an instruction
-    wanted = _keywords(ask)
-    if wanted and len(wanted & _keywords(body)) < 0.6 * len(wanted):
-        body = f"{ask.strip().rstrip('.')}.\n\n{body}"
-    return draft.model_copy(
-        update={"kind": kind, "name": name, "body": body[: MAX_BODY + len(ask) + 4]}
-    )
+    asked = asked_command_name(ask)
+    if kind == "command" and asked:
+        name = asked
+    return draft.model_copy(update={"kind": kind, "name": name, "body": body[:MAX_BODY]})
 
 
 def apply_draft(files: dict[str, str], draft: Draft) -> tuple[dict[str, str], Change]:

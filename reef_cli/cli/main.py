@@ -18,6 +18,7 @@ from reef_cli.cli import (
     evolve,
     harness,
     hook,
+    model,
     records,
     report,
     sandbox,
@@ -61,6 +62,7 @@ app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(records.app, name="records")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(token.app, name="token")
+app.add_typer(model.app, name="model")
 app.command("report")(report.report)
 app.command("doctor")(doctor.doctor)
 app.command("evolve")(evolve.evolve)

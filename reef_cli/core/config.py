@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reef_cli.core import paths
 from reef_cli.core.budget import BudgetLimits
@@ -29,6 +29,11 @@ class Settings(BaseModel):
         None, description="LiteLLM model string for recipes; unset means the embedded model"
     )
     api_base: str | None = Field(None, description="base URL for `model`, when it needs one")
+    embedded_model: str | None = Field(
+        None,
+        description="embedded model (`reef model list`); unset: qwen2.5-coder-1.5b with "
+        ">= 6 GiB of memory, else smollm2-135m",
+    )
     serve_host: str = Field("127.0.0.1", description="address `reef serve` binds")
     serve_port: int = Field(8901, ge=1, le=65535, description="port `reef serve` binds")
     upstream: str | None = Field(None, description="upstream base URL for `reef serve`")
@@ -43,9 +48,27 @@ class Settings(BaseModel):
     max_seconds: float | None = Field(
         None, gt=0, description="wall-time budget per evolve job (unset: the recipe's default)"
     )
+    judge_model: str | None = Field(
+        None,
+        description="LiteLLM model string that judges drafts and trial answers "
+        "(unset: the job's own model)",
+    )
+    judge_api_base: str | None = Field(None, description="base URL for `judge_model`")
+    judge_threshold: float = Field(
+        0.6, ge=0, le=1, description="judge score (0..1) a draft and an answer must reach"
+    )
     publish_retries: int = Field(
         20, ge=0, le=1000, description="times a publish retries after losing a race"
     )
+
+    @field_validator("embedded_model")
+    @classmethod
+    def _known_model(cls, value: str | None) -> str | None:
+        from reef_cli.core import embedded
+
+        if value is not None and value not in embedded.REGISTRY:
+            raise ValueError(f"unknown embedded model; one of: {', '.join(embedded.REGISTRY)}")
+        return value
 
 
 FIELDS = tuple(Settings.model_fields)

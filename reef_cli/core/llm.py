@@ -59,9 +59,9 @@ def describe_model(model: str | None = None, api_base: str | None = None) -> str
     if model is None:
         model, api_base = default_model()
     if model == EMBEDDED:
-        from reef_cli.core.embedded import MODEL_NAME
+        from reef_cli.core.embedded import current_name
 
-        return f"embedded {MODEL_NAME}"
+        return f"embedded {current_name()}"
     return model + (f" at {api_base}" if api_base else "")
 
 
@@ -216,7 +216,7 @@ class ModelClient:
                 conversation, max_tokens=max_tokens, temperature=temperature, schema=wire_schema
             )
             try:
-                data = json.loads(_json_part(completion.text))
+                data = parse_json(completion.text)
             except ValueError:
                 problem = "the answer is not JSON"
             else:
@@ -268,16 +268,28 @@ def _cut_to_bounds(data: Any, schema: dict[str, Any]) -> Any:
 
 
 def _json_part(text: str) -> str:
-    """The JSON object inside a reply that may wrap it in prose or a code fence."""
+    """The JSON object inside a reply that may wrap it in prose or a code fence.
+
+    Parsed leniently (``strict=False``): llama.cpp's schema grammar lets a string hold raw
+    newlines and tabs, which strict JSON forbids, and such a draft is a good one."""
     start, end = text.find("{"), text.rfind("}")
     if start == -1 or end <= start:
         return text.strip()
     candidate = text[start : end + 1]
     try:
-        json.loads(candidate)
+        json.loads(candidate, strict=False)
     except ValueError:
-        return text.strip()
+        try:  # one object followed by more text with braces ("{…} see {x}")
+            _, used = json.JSONDecoder(strict=False).raw_decode(text[start:])
+        except ValueError:
+            return text.strip()
+        return text[start : start + used]
     return candidate
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value in a model's reply, parsed leniently (see ``_json_part``)."""
+    return json.loads(_json_part(text), strict=False)
 
 
 __all__ = ["EMBEDDED", "BudgetExceeded", "Completion", "ModelClient", "default_model"]

@@ -23,7 +23,11 @@ from starlette.routing import Route
 from reef_cli.core import embedded, embedded_engine
 from reef_cli.server.embedded_adapt import adapt_request, parse_tool_call
 
-MODEL_ID = embedded.MODEL_NAME
+
+def _model_id() -> str:
+    """The model this process loaded (before the first load: the one it will load)."""
+    spec = embedded.REGISTRY.get(embedded_engine.loaded_name() or "")
+    return spec.display if spec else embedded.current_name()
 
 
 def _limits(body: dict[str, Any]) -> tuple[int, float]:
@@ -40,7 +44,7 @@ def _completion(text: str, tools: Any, usage: dict[str, int], adapted: list[str]
         "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": MODEL_ID,
+        "model": _model_id(),
         "choices": [
             {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
         ],
@@ -54,7 +58,7 @@ def _chunk(cid: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
         "id": cid,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
-        "model": MODEL_ID,
+        "model": _model_id(),
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }
     return f"data: {json.dumps(data)}\n\n".encode()
@@ -65,7 +69,7 @@ def _usage_chunk(cid: str, usage: dict[str, Any]) -> bytes:
         "id": cid,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
-        "model": MODEL_ID,
+        "model": _model_id(),
         "choices": [],
         "usage": usage,
     }
@@ -162,7 +166,7 @@ async def models(_request: Request) -> Response:
         {
             "object": "list",
             "data": [
-                {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "reef-embedded"}
+                {"id": _model_id(), "object": "model", "created": 0, "owned_by": "reef-embedded"}
             ],
         }
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from recipes import engine
-from reef_cli.core import scenarios, tools
+from reef_cli.core import quality, scenarios, tools
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import RecordStore
@@ -43,6 +43,7 @@ def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adap
     scenario = scenarios.create("demo")
     publish_files("demo", starter_tree().files(), reason="start")
     scripted.push(draft_json())  # the draft; the agent's own request then gets the default answer
+    scripted.push_judge(0.9, 0.8)  # the quality gate's judge: the draft, then the answer
     outcome = engine.evolve(
         engine.EvolveRequest(
             scenario=scenario,
@@ -75,8 +76,15 @@ def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adap
     meta = scenarios.get("demo").chain().get(outcome.release).meta.model_dump()
     assert meta["trial"]["receipts"] == trial["receipts"]
     assert meta["agent"]["name"] == adapter
-    assert meta["budget"]["calls"] >= 2  # the draft + the agent's own call(s)
+    assert meta["budget"]["calls"] >= 4  # the draft, the agent's own call(s), two judgements
     assert meta["budget"]["calls"] <= 10
+    # the judge saw the agent's real answer, and every check's numbers are in the verdict
+    _, answer_judged = scripted.judge_calls()
+    assert "I will write a failing test first." in json.dumps(answer_judged.body)
+    checks = {c["name"]: c for c in meta["gate"]["checks"]}
+    assert checks["answer-follows-ask"]["status"] == "passed"
+    assert "score 0.80" in checks["judge-answer"]["detail"]
+    assert checks["trial"]["status"] == "passed"
 
 
 def _free_port() -> int:
@@ -106,7 +114,14 @@ def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
     env.pop("REEF_TOKEN", None)
     scenarios.create("team")
     publish_files("team", starter_tree().files(), reason="start")
-    scripted.push(draft_json(body=f"Explain the root cause before any fix ({MARKER})."))
+    scripted.push(
+        draft_json(
+            body=f"Explain the root cause before any fix ({MARKER}). Name the line that "
+            "fails and why, then propose the fix."
+        )
+    )
+    scripted.fake.default = Turn(text="I will explain the root cause first, then the fix.")
+    scripted.push_judge(0.9, 0.9)
     bin_dir = Path(sys.executable).parent
     try:
         done = subprocess.run(
@@ -154,9 +169,18 @@ def test_quickstart_on_the_embedded_model(reef_home: Path) -> None:
         timeout=900,
         cwd=REPO,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    output = done.stdout + done.stderr
     chain = scenarios.get("quickstart").chain()
     latest = chain.latest()
+    if done.returncode != 0:
+        # SmolLM2-135M often drafts junk: the quality gate must reject it, clearly, and
+        # publish nothing — never publish it.
+        assert done.returncode == 3, output[-3000:]
+        assert "evolve rejected:" in output, output[-3000:]
+        assert "quality gate rejected the change" in output or "trial failed" in output
+        assert "nothing published" in output
+        assert latest is not None and latest.number == 1  # only the starter tree
+        return
     assert latest is not None and latest.number == 2
     meta = latest.meta.model_dump()
     assert meta["source"] == "recipe:reefine" and meta["ask"] == ASK
@@ -166,12 +190,23 @@ def test_quickstart_on_the_embedded_model(reef_home: Path) -> None:
     files = chain.files(latest)
     assert change["path"] in files and change["path"] not in chain.files(chain.get(1))
     assert "added:" in done.stdout and change["path"] in done.stdout  # the diff was printed
+    # published only because the text a person would keep: every deterministic check
+    # passes on what was published, and the gate's verdict shows the judged trial
+    written = quality.written_of(
+        files, change["kind"], change["name"], change["path"], change["why"]
+    )
+    failed = [c for c in quality.check_written(ASK, written) if c.status != "passed"]
+    assert failed == [], failed
+    checks = {c["name"]: c["status"] for c in meta["gate"]["checks"]}
+    for name in ("judge-draft", "trial", "answer-follows-ask", "judge-answer"):
+        assert checks[name] == "passed", (name, checks)
 
 
 def test_the_wall_time_budget_stops_a_running_agent(scripted: Scripted) -> None:
     scenario = scenarios.create("demo")
     publish_files("demo", starter_tree().files(), reason="start")
     scripted.push(draft_json())
+    scripted.push_judge(0.9)  # the draft's judgement
     scripted.fake.push(Turn(stall=120))  # the agent's own call: the model hangs
     outcome = engine.evolve(
         engine.EvolveRequest(
@@ -193,16 +228,18 @@ def test_the_agents_calls_past_the_call_budget_are_refused_before_they_are_made(
 ) -> None:
     scenario = scenarios.create("demo")
     publish_files("demo", starter_tree().files(), reason="start")
-    scripted.push(draft_json())  # call 1: the draft; the agent's call would be the second
+    scripted.push(draft_json())  # call 1: the draft
+    scripted.push_judge(0.9)  # call 2: its judgement; the agent's call would be the third
     outcome = engine.evolve(
         engine.EvolveRequest(
             scenario=scenario,
             ask=ASK,
             model="openai/scripted",
             api_base=scripted.api_base,
-            limits=BudgetLimits(calls=1),
+            limits=BudgetLimits(calls=2),
         )
     )
     assert outcome.state == "stopped" and "model-call budget" in outcome.message
-    assert len(scripted.inference()) == 1  # the agent's request never reached the model
+    assert len(scripted.inference()) == 2  # the agent's request never reached the model
+    assert len(scripted.judge_calls()) == 1
     assert [r.number for r in scenario.chain().releases()] == [1]

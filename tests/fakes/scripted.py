@@ -5,6 +5,8 @@ tests/conftest.py."""
 from __future__ import annotations
 
 import json
+import threading
+from collections import deque
 from typing import Any
 
 from tests.fakes.server_thread import ServerThread
@@ -16,17 +18,53 @@ def draft_json(**overrides: Any) -> str:
         "kind": "rule",
         "name": "failing-test-first",
         "description": "Reproduce bugs with a failing test first",
-        "body": "Before fixing a bug, write a failing test that reproduces it (reef-e2e-7c1d).",
+        "body": "Before fixing a bug, write a failing test that reproduces it (reef-e2e-7c1d). "
+        "Run it to see it fail, then fix the bug and run it again.",
         "why": "The developer wants bugs reproduced before they are fixed.",
     }
     draft.update(overrides)
     return json.dumps(draft)
 
 
+def judgement(score: float = 0.9, reason: str = "It does what the request asks.") -> str:
+    return json.dumps({"score": score, "reason": reason})
+
+
+def is_judge_request(body: dict[str, Any]) -> bool:
+    """A quality-gate judge call (``reef_cli.core.quality.judge``), told apart by its
+    system prompt, so tests script it apart from the draft and the agent's calls."""
+    from reef_cli.core.quality import JUDGE_SYSTEM
+
+    messages = body.get("messages") or []
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    return first.get("role") == "system" and first.get("content") == JUDGE_SYSTEM
+
+
 class Scripted:
     def __init__(self) -> None:
-        self.fake = FakeUpstream(default=Turn(text="I will write a failing test first."))
+        self.fake = FakeUpstream(
+            default=Turn(text="I will write a failing test first."), chooser=self._choose
+        )
         self.server = ServerThread(self.fake.app, timeout_graceful_shutdown=1)
+        self._judge: deque[Turn] = deque()
+        self._lock = threading.Lock()
+
+    def _choose(self, _path: str, body: dict[str, Any]) -> Turn | None:
+        if not is_judge_request(body):
+            return None
+        with self._lock:
+            return self._judge.popleft() if self._judge else None  # None: the main script
+
+    def push_judge(self, *scores: float | str) -> None:
+        """Answers for the judge's calls, in order (a float: a judgement with that score;
+        a string: the raw answer). With none left, a judge call takes the main script."""
+        with self._lock:
+            self._judge.extend(Turn(text=s if isinstance(s, str) else judgement(s)) for s in scores)
+
+    def judge_calls(self) -> list[Any]:
+        return [
+            e for e in self.inference() if isinstance(e.body, dict) and is_judge_request(e.body)
+        ]
 
     @property
     def api_base(self) -> str:

@@ -77,7 +77,7 @@ class FakeUpstream:
         self,
         script: list[Turn] | None = None,
         default: Turn | None = None,
-        chooser: Callable[[str, dict[str, Any]], Turn] | None = None,
+        chooser: Callable[[str, dict[str, Any]], Turn | None] | None = None,
         models: list[str] | None = None,
     ) -> None:
         self._script: deque[Turn] = deque(script or [])
@@ -101,7 +101,9 @@ class FakeUpstream:
 
     def _next(self, path: str, body: dict[str, Any]) -> Turn:
         if self.chooser is not None:
-            return self.chooser(path, body)
+            chosen = self.chooser(path, body)  # None: the script answers
+            if chosen is not None:
+                return chosen
         with self._lock:
             return self._script.popleft() if self._script else self.default
 

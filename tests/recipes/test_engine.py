@@ -1,7 +1,9 @@
 """The engine and its gate, with a scripted model and a stand-in runner.
 
 The runner stands in for the agent (pi in the sandbox — exercised for real in
-tests/e2e/test_reefine.py) so these tests can fix each trial and task score.
+tests/e2e/test_reefine.py) so these tests can fix each trial, its answer and task score.
+The quality gate's judge calls are scripted apart (``scripted.push_judge``): one for the
+draft, one for the trial's answer.
 """
 
 from __future__ import annotations
@@ -26,19 +28,25 @@ from tests.fakes.scripted import Scripted, draft_json
 from tests.fakes.upstream import Turn
 
 ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
+ANSWER = "I will reproduce the bug with a failing test first, then fix it."
+TRIAL = {"loaded": True, "receipts": ["r1"], "answer_excerpt": ANSWER}
 
 
 class StandIn:
-    """Trial and task scores fixed by the test."""
+    """Trial, answer and task scores fixed by the test."""
 
-    def __init__(self, trial: str = "passed", scores: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, trial: str = "passed", scores: dict[str, Any] | None = None, answer: str = ANSWER
+    ) -> None:
         self.trial_status = trial
         self.scores = scores or {}
+        self.answer = answer
         self.trials: list[Candidate] = []
 
     def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]:
         self.trials.append(candidate)
-        return Check("trial", self.trial_status, "stand-in"), {"loaded": True, "receipts": ["r1"]}
+        evidence = {"loaded": True, "receipts": ["r1"], "answer_excerpt": self.answer}
+        return Check("trial", self.trial_status, "stand-in"), evidence
 
     def score(self, files: dict[str, str], task: Task) -> float | None:
         side = "candidate" if any("failing-test-first" in p for p in files) else "incumbent"
@@ -86,6 +94,7 @@ def run(
 
 def test_publishes_with_ask_rationale_and_trial_evidence(scenario: str, scripted: Scripted) -> None:
     scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.8)
     outcome = run(scripted)
     assert outcome.state == "published" and outcome.release == 2
     release = scenarios.get("demo").chain().get(2)
@@ -93,23 +102,44 @@ def test_publishes_with_ask_rationale_and_trial_evidence(scenario: str, scripted
     assert meta["ask"] == ASK and meta["source"] == "recipe:reefine"
     assert meta["changes"][0]["path"] == "rules/failing-test-first.md"
     assert meta["changes"][0]["why"].startswith("The developer wants")
-    assert meta["trial"] == {"loaded": True, "receipts": ["r1"]}
-    assert [c["name"] for c in meta["gate"]["checks"]] == [
+    assert meta["trial"] == TRIAL
+    checks = {c["name"]: c for c in meta["gate"]["checks"]}
+    assert list(checks) == [
         "tree",
         "credential-scan",
         "policy-scan",
+        "quality-on-topic",
+        "quality-debris",
+        "quality-negation",
+        "quality-actionable",
+        "quality-why",
+        "judge-draft",
         "trial",
+        "answer-follows-ask",
+        "judge-answer",
         "budget",
     ]
+    assert all(c["status"] == "passed" for c in checks.values())
+    # every check's numbers are in the verdict
+    assert checks["quality-on-topic"]["detail"].startswith("5 of 6 key terms")
+    assert checks["quality-actionable"]["detail"].startswith("2 actionable")
+    assert "score 0.90 (threshold 0.60)" in checks["judge-draft"]["detail"]
+    assert "score 0.80" in checks["judge-answer"]["detail"]
+    assert meta["quality"]["drafts"] == 1 and meta["judge"]["threshold"] == 0.6
     files = scenarios.get("demo").chain().files(release)
     assert "reef-e2e-7c1d" in files["rules/failing-test-first.md"]
-    # the scripted model got a few-shot prompt with the ask, asking for JSON
-    [request] = scripted.inference()
+    # the scripted model got a few-shot prompt with the ask, asking for JSON; the judge
+    # calls count against the budget like the draft
+    request, *judged = scripted.inference()
     assert ASK in json.dumps(request.body) and "response_format" in request.body
+    assert judged == scripted.judge_calls() and len(judged) == 2
+    assert ANSWER in json.dumps(judged[1].body)
+    assert meta["budget"]["calls"] == 3
 
 
 def test_failed_trial_publishes_nothing(scenario: str, scripted: Scripted) -> None:
     scripted.push(draft_json())
+    scripted.push_judge(0.9)
     outcome = run(scripted, runner=StandIn(trial="failed"))
     assert outcome.state == "rejected" and "trial failed" in outcome.message
     assert releases() == [1]
@@ -138,6 +168,7 @@ def test_only_a_win_on_paired_evaluation_publishes(
     scenario: str, scripted: Scripted, scores: dict[str, Any], state: str
 ) -> None:
     scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.9)
     outcome = run(scripted, runner=StandIn(scores=scores), tasks=tasks())
     assert outcome.state == state
     assert releases() == ([1, 2] if state == "published" else [1])
@@ -151,6 +182,7 @@ def test_flaky_evaluator_is_invalid_not_published(scenario: str, scripted: Scrip
     flips = iter([1.0, None] * 50)
     scores = {f"t{i}": {"candidate": lambda: next(flips), "incumbent": 0.0} for i in range(6)}
     scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.9)
     outcome = run(scripted, runner=StandIn(scores=scores), tasks=tasks())
     assert outcome.state == "invalid"
     assert releases() == [1]
@@ -163,6 +195,7 @@ def test_protected_task_regression_vetoes(scenario: str, scripted: Scripted) -> 
     unprotected = evaluate(files, {}, tasks(n=10), StandIn(scores=scores).score)
     assert unprotected.status == "passed"  # 9 wins, 1 loss: a win overall…
     scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.9)
     outcome = run(scripted, runner=StandIn(scores=scores), tasks=tasks(n=10, protected=True))
     assert outcome.state == "rejected" and "veto" in outcome.message  # …vetoed by t0
     assert releases() == [1]
@@ -310,6 +343,7 @@ def test_every_error_class_says_how_a_job_ends(scenario: str, scripted: Scripted
         kind = "rejected"
 
     scripted.push(draft_json())
+    scripted.push_judge(0.9)
     outcome = run(scripted, runner=Refusing())
     assert outcome.state == "rejected" and "stand-in agent refused" in outcome.message
 
@@ -331,3 +365,162 @@ def test_the_wall_time_budget_cuts_off_a_running_model_call(
     assert outcome.evidence["budget"]["seconds"] < 30  # cut off, not waited out
     assert len(scripted.inference()) == 1  # and not retried past the budget
     assert releases() == [1]
+
+
+JUNK = draft_json(
+    name="tips",
+    description="Helpful tips #coding #tips",
+    body="Visit {{url}} for more. #coding #tips",
+    why="Because #123456#",
+)
+
+
+def test_a_junk_draft_is_drafted_again_with_the_reasons_then_rejected(
+    scenario: str, scripted: Scripted
+) -> None:
+    scripted.push(JUNK, JUNK)
+    runner = StandIn()
+    outcome = run(scripted, runner=runner)
+    assert outcome.state == "rejected", outcome.message
+    assert "quality gate rejected the change (2 drafts)" in outcome.message
+    assert "quality-on-topic" in outcome.message and "nothing published" in outcome.message
+    assert runner.trials == [] and releases() == [1]
+    _, second = scripted.inference()  # two drafts; no judge call on junk
+    assert scripted.judge_calls() == []
+    feedback = json.dumps(second.body["messages"][-1])
+    assert "rejected" in feedback and "quality-debris" in feedback and "{{url}}" in feedback
+    checks = {c["name"]: c for c in outcome.verdict["checks"]}
+    assert checks["quality-debris"]["status"] == "failed"
+    assert "template placeholder" in checks["quality-debris"]["detail"]
+    assert "hashtags" in checks["quality-debris"]["detail"]
+    assert checks["quality-why"]["status"] == "failed"
+    assert checks["quality-on-topic"]["detail"].startswith("0 of 6 key terms")
+    assert outcome.evidence["quality"]["drafts"] == 2
+
+
+def test_a_junk_first_draft_and_a_good_second_one_publishes(
+    scenario: str, scripted: Scripted
+) -> None:
+    scripted.push(JUNK, draft_json())
+    scripted.push_judge(0.9, 0.9)
+    outcome = run(scripted)
+    assert outcome.state == "published", outcome.message
+    meta = scenarios.get("demo").chain().get(2).meta.model_dump()
+    assert meta["quality"]["drafts"] == 2
+    assert meta["budget"]["calls"] == 4  # two drafts, two judgements
+
+
+def test_a_draft_the_judge_scores_low_is_rejected(scenario: str, scripted: Scripted) -> None:
+    scripted.push(draft_json(), draft_json())
+    scripted.push_judge(0.2, 0.3)
+    outcome = run(scripted)
+    assert outcome.state == "rejected"
+    assert "judge-draft: score 0.30 (threshold 0.60)" in outcome.message
+    assert len(scripted.judge_calls()) == 2 and releases() == [1]
+
+
+def test_the_threshold_is_configurable(scenario: str, scripted: Scripted) -> None:
+    scripted.push(draft_json())
+    scripted.push_judge(0.3, 0.3)
+    outcome = engine.run(
+        scenarios.get("demo"),
+        engine.recipe_named("reefine"),
+        model=client(scripted),
+        ask=ASK,
+        runner=StandIn(),
+        judge_threshold=0.25,
+    )
+    assert outcome.state == "published", outcome.message
+
+
+def test_a_judge_outage_is_invalid_never_a_pass(scenario: str, scripted: Scripted) -> None:
+    scripted.push(draft_json())
+    scripted.push_judge("not json", "still not", "[]")
+    runner = StandIn()
+    outcome = run(scripted, runner=runner)
+    assert outcome.state == "invalid", outcome.message
+    assert "judge-draft" in outcome.message and "gave no verdict" in outcome.message
+    assert runner.trials == [] and releases() == [1]
+    assert len(scripted.inference()) == 4  # one draft, three judge tries; not redrafted
+
+
+def test_an_answer_that_ignores_the_ask_fails_the_trial(scenario: str, scripted: Scripted) -> None:
+    """The change loaded, the judge would even like it, but the answer ignores the ask."""
+    scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.9)
+    runner = StandIn(answer="I will provide a response in two sentences.")
+    outcome = run(scripted, runner=runner)
+    assert outcome.state == "rejected", outcome.message
+    assert outcome.message.startswith("trial failed: the change loaded but the answer does not")
+    checks = {c["name"]: c for c in outcome.verdict["checks"]}
+    assert checks["trial"]["status"] == "passed"  # loaded…
+    assert checks["answer-follows-ask"]["status"] == "failed"  # …but not followed
+    assert "0 of 6 key terms" in checks["answer-follows-ask"]["detail"]
+    assert len(scripted.judge_calls()) == 1  # the draft's; the answer failed before judging
+    assert releases() == [1]
+
+
+def test_an_answer_the_judge_scores_low_fails_the_trial(scenario: str, scripted: Scripted) -> None:
+    scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.1)
+    outcome = run(scripted)
+    assert outcome.state == "rejected" and "judge-answer: score 0.10" in outcome.message
+    assert releases() == [1]
+
+
+def test_a_command_asked_by_name_is_that_command(scenario: str, scripted: Scripted) -> None:
+    ask = "add a /changelog command that writes the changelog from the git log"
+    scripted.push(
+        draft_json(
+            kind="rule",
+            name="release-notes",
+            description="Write the changelog from the git log",
+            body="Read the git log since the last tag. Write the changelog grouped by kind.",
+            why="The developer wants a changelog command.",
+        )
+    )
+    scripted.push_judge(0.9, 0.9)
+    runner = StandIn(answer="Here is the changelog from the git log since v1.2: ...")
+    outcome = run(scripted, ask=ask, runner=runner)
+    assert outcome.state == "published", outcome.message
+    [candidate] = runner.trials
+    assert candidate.changes[0].path == "commands/changelog.md"
+    assert candidate.probe == "/changelog"
+    meta = scenarios.get("demo").chain().get(2).meta.model_dump()
+    names = {c["name"]: c for c in meta["gate"]["checks"]}
+    assert names["quality-command-name"]["detail"] == "asked /changelog, got command changelog"
+
+
+def test_a_configured_judge_is_used_and_charged_to_the_job(
+    scenario: str, scripted: Scripted
+) -> None:
+    from reef_cli.core.config import Settings
+
+    model = client(scripted)
+    judge = engine._judge_client(
+        Settings(judge_model="openai/judge-model", judge_api_base=scripted.api_base), model
+    )
+    assert judge.budget is model.budget and judge.model == "openai/judge-model"
+    assert engine._judge_client(Settings(), model) is model
+    scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.9)
+    outcome = engine.run(
+        scenarios.get("demo"),
+        engine.recipe_named("reefine"),
+        model=model,
+        ask=ASK,
+        runner=StandIn(),
+        judge=judge,
+    )
+    assert outcome.state == "published", outcome.message
+    assert {e.body["model"] for e in scripted.judge_calls()} == {"judge-model"}
+    assert outcome.evidence["judge"]["model"] == f"openai/judge-model at {scripted.api_base}"
+    assert outcome.evidence["budget"]["calls"] == 3
+
+
+def test_judge_calls_count_against_the_call_budget(scenario: str, scripted: Scripted) -> None:
+    scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.9)
+    outcome = run(scripted, max_calls=2)  # the draft and its judgement; not the answer's
+    assert outcome.state == "stopped" and "model-call budget" in outcome.message
+    assert len(scripted.inference()) == 2 and releases() == [1]
