@@ -255,7 +255,9 @@ def _without_long_bounds(schema: Any, limit: int = 64) -> Any:
 
 
 def _cut_to_bounds(data: Any, schema: dict[str, Any]) -> Any:
-    """Cut top-level strings to their ``maxLength`` (a model's overlong prose is still usable)."""
+    """Cut top-level strings to their ``maxLength`` (a model's overlong prose is still
+    usable), at a word boundary where one is near: ``walk-through-a-migration`` cut to 18
+    is ``walk-through-a``, not ``walk-through-a-mig``."""
     if not isinstance(data, dict):
         return data
     properties = schema.get("properties", {})
@@ -263,8 +265,18 @@ def _cut_to_bounds(data: Any, schema: dict[str, Any]) -> Any:
     for key, value in data.items():
         bound = properties.get(key, {}).get("maxLength")
         if isinstance(value, str) and isinstance(bound, int) and len(value) > bound:
-            out[key] = value[:bound]
+            out[key] = cut_at_word(value, bound)
     return out
+
+
+def cut_at_word(text: str, bound: int) -> str:
+    """``text`` cut to at most ``bound`` characters, at the last space or hyphen in its
+    second half when there is one (so no word is left half-written)."""
+    head = text[:bound]
+    if text[bound : bound + 1] in (" ", "-", ""):
+        return head.rstrip(" -")
+    at = max(head.rfind(" "), head.rfind("-"))
+    return (head[:at] if at >= bound // 2 else head).rstrip(" -")
 
 
 def _json_part(text: str) -> str:

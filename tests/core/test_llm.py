@@ -1,4 +1,4 @@
-"""Using a LiteLLM model leaves `reef serve`'s logging as Reef configured it."""
+"""The model client: LiteLLM leaves logging alone; overlong output is cut at a word."""
 
 from __future__ import annotations
 
@@ -19,3 +19,15 @@ def test_litellm_leaves_no_filter_on_uvicorns_loggers(scripted: Scripted) -> Non
     for name in ("uvicorn", "uvicorn.access", "uvicorn.error"):
         stray = [f for f in logging.getLogger(name).filters if "litellm" in type(f).__module__]
         assert stray == [], name
+
+
+def test_overlong_strings_are_cut_at_a_word() -> None:
+    from reef_cli.core.llm import cut_at_word
+
+    assert cut_at_word("reversible-database-migration-walkthrough", 40) == (
+        "reversible-database-migration"
+    )
+    assert cut_at_word("short", 40) == "short"
+    assert cut_at_word("exactly-ten", 7) == "exactly"
+    assert cut_at_word("abcdefghijklmnop", 8) == "abcdefgh"  # no boundary: a hard cut
+    assert cut_at_word("Write tests first. Then fix it", 20) == "Write tests first."
