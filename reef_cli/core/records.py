@@ -368,15 +368,21 @@ class RecordStore:
 
     def states(self, record_ids: Sequence[str]) -> dict[str, str]:
         """``{receipt: state}`` for the receipts that have a record."""
+        return self._column_of("state", record_ids)
+
+    def _column_of(self, column: str, record_ids: Sequence[str]) -> dict[str, str]:
+        """``{receipt: column}`` for the receipts that have a record, 500 ids a query."""
+        if column not in ("state", "scenario"):  # a column name, never user input
+            raise ValueError(f"not a record column Reef looks up by receipt: {column!r}")
         out: dict[str, str] = {}
         ids = list(dict.fromkeys(record_ids))
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self.conn.execute(
-                f"SELECT id, state FROM records WHERE id IN ({marks})", chunk
+                f"SELECT id, {column} FROM records WHERE id IN ({marks})", chunk
             ):
-                out[row["id"]] = row["state"]
+                out[row["id"]] = row[column]
         return out
 
     # ------------------------------------------------------------ reading
@@ -391,18 +397,7 @@ class RecordStore:
 
     def exists(self, record_ids: Sequence[str]) -> dict[str, str]:
         """``{receipt: scenario}`` for the receipts that have a record."""
-        if not record_ids:
-            return {}
-        out: dict[str, str] = {}
-        ids = list(dict.fromkeys(record_ids))
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self.conn.execute(
-                f"SELECT id, scenario FROM records WHERE id IN ({marks})", chunk
-            ):
-                out[row["id"]] = row["scenario"]
-        return out
+        return self._column_of("scenario", record_ids)
 
     def latest(self, scenario: str | None = None) -> Record | None:
         rows = self.list(scenario=scenario, limit=1)

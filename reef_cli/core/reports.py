@@ -48,6 +48,17 @@ class ReportConflict(ReefError):
     http_status = 409
 
 
+def refuse_unknown(references: list[str], known: dict[str, str]) -> None:
+    """``ReportInvalid`` naming the first receipt no record has (``known``: the ones that do)."""
+    missing = [r for r in references if r not in known]
+    if missing:
+        raise ReportInvalid(
+            "references",
+            f"unknown receipt {missing[0]!r}",
+            "send receipts from x-reef-agent-record-id headers of this server",
+        )
+
+
 class ReportIn(BaseModel):
     """The body of ``POST /reef/report``."""
 
@@ -151,13 +162,7 @@ def save_report(store: RecordStore, report: ReportIn, scenario: str | None) -> S
     ``scenario`` is the caller's scenario; ``None`` means "the references' scenario".
     """
     known = store.exists(report.references)
-    missing = [r for r in report.references if r not in known]
-    if missing:
-        raise ReportInvalid(
-            "references",
-            f"unknown receipt {missing[0]!r}",
-            "send receipts from x-reef-agent-record-id headers of this server",
-        )
+    refuse_unknown(report.references, known)
     scenarios = set(known.values())
     if scenario is None:
         if len(scenarios) > 1:

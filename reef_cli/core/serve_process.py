@@ -173,13 +173,7 @@ def _is_reef_serve(pid: int) -> bool:
     system has since given to another process). Without /proc, whether it is alive."""
     proc = Path("/proc")
     if not proc.is_dir():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return _alive(pid)
     try:
         argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
     except OSError:

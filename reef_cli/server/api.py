@@ -14,7 +14,13 @@ from reef_cli.core.errors import AuthError, ReleaseNotFound
 from reef_cli.core.names import check_name
 from reef_cli.core.publishing import republish
 from reef_cli.core.records import RecordStore
-from reef_cli.core.reports import ReportIn, ReportInvalid, parse_report, save_report
+from reef_cli.core.reports import (
+    ReportIn,
+    ReportInvalid,
+    parse_report,
+    refuse_unknown,
+    save_report,
+)
 from reef_cli.core.tokens import Grant
 
 bearer = HTTPBearer(auto_error=False, description="the Reef token (`reef token`)")
@@ -148,13 +154,7 @@ async def _report_scenario(request: Request, report: ReportIn, grant: Grant) -> 
         if len(known) < len(report.references) and recorder is not None:
             await asyncio.to_thread(recorder.flush, 10.0)
             known = await asyncio.to_thread(store.exists, report.references)
-        missing = [r for r in report.references if r not in known]
-        if missing:
-            raise ReportInvalid(
-                "references",
-                f"unknown receipt {missing[0]!r}",
-                "send receipts from x-reef-agent-record-id headers of this server",
-            )
+        refuse_unknown(report.references, known)
     referenced = sorted(set(known.values()))
     for name in ([header] if header is not None else []) + referenced:
         allow(grant, name)

@@ -151,25 +151,27 @@ def _request(ex: Exchange) -> Any:
     return _json(ex.request)
 
 
+def _about(ex: Exchange, request: Any) -> dict[str, Any]:
+    """The fields every row of ``ex`` has, whatever its state."""
+    model = request.get("model") if isinstance(request, dict) else None
+    return {
+        "id": ex.id,
+        "scenario": ex.scenario,
+        "release_id": ex.release_id,
+        "session_id": session_of(ex.session_header, request),
+        "client_dialect": ex.client_dialect,
+        "upstream_dialect": ex.upstream_dialect,
+        "model": model if isinstance(model, str) else None,
+        "request": _raw(ex.request, request),
+        "created_at": ex.created_at,
+        "served_release_id": ex.served_release_id,
+        "release_note": ex.release_note,
+    }
+
+
 def open_record(ex: Exchange) -> Record:
     """The ``streaming`` row of a stream that has begun: no response yet."""
-    request = _request(ex)
-    model = request.get("model") if isinstance(request, dict) else None
-    return Record(
-        id=ex.id,
-        scenario=ex.scenario,
-        release_id=ex.release_id,
-        session_id=session_of(ex.session_header, request),
-        client_dialect=ex.client_dialect,
-        upstream_dialect=ex.upstream_dialect,
-        model=model if isinstance(model, str) else None,
-        stream=True,
-        request=_raw(ex.request, request),
-        created_at=ex.created_at,
-        state="streaming",
-        served_release_id=ex.served_release_id,
-        release_note=ex.release_note,
-    )
+    return Record(**_about(ex, _request(ex)), stream=True, state="streaming")
 
 
 def to_record(ex: Exchange) -> Record:
@@ -187,17 +189,9 @@ def to_record(ex: Exchange) -> Record:
         stored_response = _raw(ex.body, response)
     usage, inp, out = assemble.usage_of(ex.client_dialect, response)
     ended = ex.ended or time.perf_counter()
-    model = request.get("model") if isinstance(request, dict) else None
     return Record(
-        id=ex.id,
-        scenario=ex.scenario,
-        release_id=ex.release_id,
-        session_id=session_of(ex.session_header, request),
-        client_dialect=ex.client_dialect,
-        upstream_dialect=ex.upstream_dialect,
-        model=model if isinstance(model, str) else None,
+        **_about(ex, request),
         stream=ex.stream,
-        request=_raw(ex.request, request),
         response=stored_response,
         usage=usage,
         input_tokens=inp if isinstance(inp, int) else None,
@@ -208,10 +202,7 @@ def to_record(ex: Exchange) -> Record:
         else round((ex.first_chunk - ex.started) * 1000, 3),
         status=ex.status,
         error=ex.error,
-        created_at=ex.created_at,
         state="interrupted" if ex.interrupted else "complete",
-        served_release_id=ex.served_release_id,
-        release_note=ex.release_note,
     )
 
 
