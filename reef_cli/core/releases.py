@@ -353,21 +353,30 @@ class Chain:
 
     def _compare_and_swap(self, new: str, old: str | None) -> bool:
         """Move the chain ref from ``old`` to ``new`` atomically; False if someone beat us."""
-        import git
+        import subprocess
 
         lock = self.git_dir / (CHAIN_REF + ".lock")
-        try:
-            self.repo.git.update_ref("-m", "reef publish", CHAIN_REF, new, old or ZERO)
+        # In a session of its own: a publisher killed with its process group (Ctrl-C, a
+        # job runner's SIGKILL) must not take git down while it holds the ref's lock —
+        # git finishes its few milliseconds alone and the lock goes with it.
+        argv = ["git", "--git-dir", str(self.git_dir), "update-ref", "-m", "reef publish"]
+        done = subprocess.run(
+            [*argv, CHAIN_REF, new, old or ZERO],
+            capture_output=True,
+            text=True,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
+        if done.returncode == 0:
             return True
-        except git.GitCommandError as exc:
-            stderr = str(exc.stderr)
-            if "cannot lock ref" in stderr or "Unable to create" in stderr:
-                self._clear_stale_lock(lock)
-                return False
-            raise ChainCorrupt(
-                f"{self.git_dir}: git update-ref failed: {stderr.strip()[:200]}",
-                "check the repository with `git fsck`",
-            ) from exc
+        stderr = done.stderr
+        if "cannot lock ref" in stderr or "Unable to create" in stderr:
+            self._clear_stale_lock(lock)
+            return False
+        raise ChainCorrupt(
+            f"{self.git_dir}: git update-ref failed: {stderr.strip()[:200]}",
+            "check the repository with `git fsck`",
+        )
 
     @staticmethod
     def _clear_stale_lock(lock: Path) -> None:
