@@ -7,14 +7,6 @@ import pytest
 from tests.cli.helpers import reef, reef_fails, reef_json
 
 
-@pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    reef("scenario", "create", "demo")
-    root = tmp_path / "tree"
-    reef("harness", "init", str(root))
-    return root
-
-
 def publish(tree: Path, reason: str) -> dict:
     return reef_json("harness", "publish", str(tree), "-s", "demo", "--reason", reason)
 

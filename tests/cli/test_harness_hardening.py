@@ -22,14 +22,6 @@ from tests.cli.helpers import reef, reef_fails, reef_json, runner
 PUBLISH = ("harness", "publish", "{tree}", "-s", "demo", "-m", "x")
 
 
-@pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    reef("scenario", "create", "demo")
-    root = tmp_path / "tree"
-    reef("harness", "init", str(root))
-    return root
-
-
 def releases() -> list[int]:
     return [r["number"] for r in reef_json("harness", "versions", "-s", "demo")["releases"]]
 

@@ -11,8 +11,6 @@ variable they are assigned to. Placeholders, short strings and names stay quiet.
 from __future__ import annotations
 
 import base64
-import os
-import random
 import string
 
 import pytest
@@ -20,24 +18,8 @@ import pytest
 from reef_cli.core.gate import static_checks
 from reef_cli.core.secrets import scan_text
 
-SEED = int(os.environ.get("REEF_SECRETS_SEED", "20251201"))
-RNG = random.Random(SEED)
-
-LOWER = string.ascii_lowercase
-UPPER = string.ascii_uppercase
-DIGITS = string.digits
-ALNUM = string.ascii_letters + DIGITS
-URLSAFE = ALNUM + "-_"
-HEX = "0123456789abcdef"
-
-
-def rand(n: int, alphabet: str = ALNUM) -> str:
-    """``n`` random characters, every class of the alphabet present (as in real keys)."""
-    while True:
-        value = "".join(RNG.choice(alphabet) for _ in range(n))
-        wanted = [cls for cls in (LOWER, UPPER, DIGITS) if set(cls) & set(alphabet)]
-        if all(set(value) & set(cls) for cls in wanted):
-            return value
+# One seeded generator and alphabet set for every fake key (REEF_SECRETS_SEED explores).
+from tests.core.test_secrets import ALNUM, DIGITS, HEX, LOWER, RNG, SEED, UPPER, URLSAFE, rand
 
 
 def uuid_hex() -> str:

@@ -80,15 +80,22 @@ def run(
     ask: str = ASK,
     runner: Any = None,
     tasks: TaskSet | None = None,
+    *,
+    model: ModelClient | None = None,
+    judge: ModelClient | None = None,
+    judge_threshold: float | None = None,
     **budget: Any,
 ) -> engine.Outcome:
+    """Reefine on scenario ``demo``: ``model`` (default: the scripted one with ``budget``)."""
     return engine.run(
         scenarios.get("demo"),
         engine.recipe_named("reefine"),
-        model=client(scripted, **budget),
+        model=model or client(scripted, **budget),
         ask=ask,
         runner=runner or StandIn(),
         tasks=tasks,
+        judge=judge,
+        judge_threshold=judge_threshold,
     )
 
 
@@ -236,13 +243,7 @@ def test_garbage_model_fails_with_a_clear_message(scenario: str, scripted: Scrip
 def test_model_timeout_fails_cleanly(scenario: str, scripted: Scripted) -> None:
     scripted.fake.push(*[Turn(stall=5)] * 3)
     model = ModelClient("openai/scripted", api_base=scripted.api_base, retries=1, timeout=1)
-    outcome = engine.run(
-        scenarios.get("demo"),
-        engine.recipe_named("reefine"),
-        model=model,
-        ask=ASK,
-        runner=StandIn(),
-    )
+    outcome = run(scripted, model=model)
     assert outcome.state == "failed" and "failed after 2 tries" in outcome.message
     assert releases() == [1]
 
@@ -354,13 +355,7 @@ def test_the_wall_time_budget_cuts_off_a_running_model_call(
     scripted.fake.push(Turn(stall=30))  # a model that would answer only after 30 s
     model = ModelClient("openai/scripted", api_base=scripted.api_base, retries=2, timeout=60)
     model.budget = Budget(max_seconds=2)
-    outcome = engine.run(
-        scenarios.get("demo"),
-        engine.recipe_named("reefine"),
-        model=model,
-        ask=ASK,
-        runner=StandIn(),
-    )
+    outcome = run(scripted, model=model)
     assert outcome.state == "stopped" and "wall-time budget" in outcome.message
     assert outcome.evidence["budget"]["seconds"] < 30  # cut off, not waited out
     assert len(scripted.inference()) == 1  # and not retried past the budget
@@ -422,14 +417,7 @@ def test_a_draft_the_judge_scores_low_is_rejected(scenario: str, scripted: Scrip
 def test_the_threshold_is_configurable(scenario: str, scripted: Scripted) -> None:
     scripted.push(draft_json())
     scripted.push_judge(0.3, 0.3)
-    outcome = engine.run(
-        scenarios.get("demo"),
-        engine.recipe_named("reefine"),
-        model=client(scripted),
-        ask=ASK,
-        runner=StandIn(),
-        judge_threshold=0.25,
-    )
+    outcome = run(scripted, judge_threshold=0.25)
     assert outcome.state == "published", outcome.message
 
 
@@ -504,14 +492,7 @@ def test_a_configured_judge_is_used_and_charged_to_the_job(
     assert engine._judge_client(Settings(), model) is model
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)
-    outcome = engine.run(
-        scenarios.get("demo"),
-        engine.recipe_named("reefine"),
-        model=model,
-        ask=ASK,
-        runner=StandIn(),
-        judge=judge,
-    )
+    outcome = run(scripted, model=model, judge=judge)
     assert outcome.state == "published", outcome.message
     assert {e.body["model"] for e in scripted.judge_calls()} == {"judge-model"}
     assert outcome.evidence["judge"]["model"] == f"openai/judge-model at {scripted.api_base}"

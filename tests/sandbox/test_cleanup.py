@@ -5,7 +5,6 @@ next run at the latest, without touching runs that are still alive."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import stat
@@ -21,6 +20,7 @@ import pytest
 import sandbox
 from reef_cli.core.errors import SandboxError
 from sandbox import _runs
+from tests.sandbox.runs import runs_for
 
 from .conftest import host_pids_with, needs_bwrap
 
@@ -29,15 +29,6 @@ REPO = Path(__file__).resolve().parents[2]
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller lends the work dir")
 SETID = stat.S_ISUID | stat.S_ISGID
 MAKE_SETID = "mkdir sg && chmod 2775 sg && mkdir sg/deeper && touch f && chmod 6755 f"
-
-
-def _runs_for(work: Path) -> list[Path]:
-    found = []
-    for run in _runs.base_dir().glob("run-*"):
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads((run / "run.json").read_text())["workdir"] == str(work):
-                found.append(run)
-    return found
 
 
 @as_root
@@ -52,7 +43,7 @@ def test_set_id_bits_the_run_added_are_stripped_from_files_and_dirs(work: Path) 
         assert st.st_mode & SETID == 0, (rel, oct(st.st_mode))
         assert st.st_uid == os.stat(work).st_uid == 0
     assert os.lstat(work / "kept").st_mode & stat.S_ISGID
-    assert _runs_for(work) == []
+    assert runs_for(work) == []
 
 
 def _start_caller(work: Path, marker: str) -> subprocess.Popen[bytes]:
@@ -114,7 +105,7 @@ def test_the_next_run_cleans_up_after_a_dead_caller_and_watchdog(
         # bwrap's --die-with-parent still takes the released sandbox ...
         assert _wait(lambda: not host_pids_with(marker), 5), "the sandbox outlived its caller"
         # ... but nothing cleaned up: the work dir is still lent, set-id bits are on.
-        (run,) = _runs_for(work)
+        (run,) = runs_for(work)
         assert os.stat(work).st_uid == 65534 or os.environ.get("REEF_SANDBOX_UID")
         assert os.lstat(work / "sg").st_mode & stat.S_ISGID
         assert (run / "home").is_dir()
@@ -129,7 +120,7 @@ def test_the_next_run_cleans_up_after_a_dead_caller_and_watchdog(
     res = sandbox.run(["true"], other)  # the next run, from another process
     assert res.returncode == 0, res.stderr
     assert not run.exists()
-    assert _runs_for(work) == []
+    assert runs_for(work) == []
     for rel in ("", "sg", "sg/deeper", "f"):
         st = os.lstat(work / rel)
         assert (st.st_uid, st.st_gid) == (0, 0), rel
@@ -145,8 +136,8 @@ def test_a_sweep_leaves_live_runs_alone(work: Path) -> None:
     )
     runner.start()
     try:
-        assert _wait(lambda: bool(_runs_for(work)), 10)
-        (run,) = _runs_for(work)
+        assert _wait(lambda: bool(runs_for(work)), 10)
+        (run,) = runs_for(work)
         owner_during = os.stat(work).st_uid
         _runs.sweep()  # may clean other, dead runs; never this one
         assert run.exists()

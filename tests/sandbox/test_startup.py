@@ -5,7 +5,6 @@ gone after a run although it is reaped lazily."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from sandbox import Limits
+from tests.sandbox.runs import runs_for
 
 from .conftest import host_pids_with, needs_bwrap, needs_pasta, py
 
@@ -76,18 +76,6 @@ sandbox.run(cmd, wd, allow=ports)
 """
 
 
-def _runs_for(work: Path) -> list[Path]:
-    """Reef's run dirs for ``work`` (other sandboxes may run on this host meanwhile)."""
-    from sandbox import _runs
-
-    found = []
-    for run in _runs.base_dir().glob("run-*"):
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads((run / "run.json").read_text())["workdir"] == str(work):
-                found.append(run)
-    return found
-
-
 def _commands(marker: str) -> list[int]:
     """The sandboxed command itself (``sh -c …``), not bwrap, whose argv holds it too."""
     found = []
@@ -131,7 +119,7 @@ def _kill_caller_mid_run(work: Path, allow: bool, hold: str = "") -> None:
             while not _commands(marker) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert _commands(marker), "the sandboxed command never started"
-        runs = _runs_for(work)
+        runs = runs_for(work)
         assert len(runs) == 1, runs
         # pasta's command line names the run's dir (its pinned namespace file); it reads
         # empty for a moment while pasta re-execs itself, hence the wait.
@@ -159,7 +147,7 @@ def _kill_caller_mid_run(work: Path, allow: bool, hold: str = "") -> None:
         ):
             time.sleep(0.05)
         assert os.stat(work).st_uid == owner, "the work dir was not handed back"
-        assert _runs_for(work) == [] and not runs[0].exists(), (
+        assert runs_for(work) == [] and not runs[0].exists(), (
             f"{runs[0]} was left (caller killed at {killed_at:.3f}): "
             f"{[(d, f) for d, _, f in os.walk(runs[0])]}"
         )
@@ -169,7 +157,7 @@ def _kill_caller_mid_run(work: Path, allow: bool, hold: str = "") -> None:
             caller.wait()
         # Whatever survived (a failure above) must not leak into the next test.
         for pid in host_pids_with(marker) + [
-            p for run in _runs_for(work) for p in host_pids_with(f"{run}/netns")
+            p for run in runs_for(work) for p in host_pids_with(f"{run}/netns")
         ]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
