@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reef_cli.core.budget import Budget
+from reef_cli.core.budget import Budget, BudgetLimits
 from reef_cli.core.llm import ModelClient
 
 Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
@@ -63,9 +63,11 @@ class Candidate:
 
 class Recipe(Protocol):
     """``propose`` drafts candidates from the evidence; ``revise`` drafts again once the
-    quality gate has rejected ``candidate`` for ``reasons`` ([] gives up: rejected)."""
+    quality gate has rejected ``candidate`` for ``reasons`` ([] gives up: rejected).
+    ``budget``: the recipe's own default limits (None: ``budget.DEFAULT_LIMITS``)."""
 
     name: str
+    budget: BudgetLimits | None
 
     def propose(self, ctx: Context) -> list[Candidate]: ...
 

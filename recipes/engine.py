@@ -103,9 +103,7 @@ def evolve(request: EvolveRequest) -> Outcome:
     try:
         recipe = recipe_named(request.recipe)
         settings = config.load_settings()
-        limits = resolve_limits(
-            request.limits, getattr(recipe, "budget", None), config.configured_limits(settings)
-        )
+        limits = resolve_limits(request.limits, recipe.budget, config.configured_limits(settings))
         model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
         judge = _judge_client(settings, model)
         adapter = adapters.get(request.adapter)

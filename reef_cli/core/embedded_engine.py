@@ -125,7 +125,7 @@ def _until(model: Any, kwargs: dict[str, Any], deadline: float) -> dict[str, Any
     finally:
         stream.close()
     text = "".join(parts)
-    prompt = _count(model, "\n".join(str(m.get("content") or "") for m in kwargs["messages"]))
+    prompt = _count(model, _prompt_text(kwargs["messages"]))
     completion = _count(model, text)
     return {
         "model": name,
@@ -167,6 +167,10 @@ def chat_stream(
 def count_tokens(messages: list[dict[str, Any]]) -> int:
     """Prompt tokens of ``messages`` by the model's own tokenizer (for usage in streams)."""
     model = load()
-    text = "\n".join(str(m.get("content") or "") for m in messages)
     with _lock:
-        return len(model.tokenize(text.encode("utf-8"), add_bos=False))
+        return _count(model, _prompt_text(messages))
+
+
+def _prompt_text(messages: list[dict[str, Any]]) -> str:
+    """What usage counts of a prompt: the messages' text, one per line."""
+    return "\n".join(str(m.get("content") or "") for m in messages)
