@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from recipes.tasks import Task, TaskRun, TaskSet
 from reef_cli.core.budget import Budget, BudgetLimits
 from reef_cli.core.llm import ModelClient
 
 Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
+RunTask = Callable[[dict[str, str], Task], TaskRun]  # (tree files, task) -> scored run
 Ask = Callable[[str], str]  # a clarifying question -> the person's answer
 
 
@@ -25,7 +27,9 @@ def no_progress(_message: str, _fraction: float | None = None) -> None:
 
 @dataclass
 class Context:
-    """What a recipe may read and use."""
+    """What a recipe may read and use. ``tasks`` holds the task set's train and val
+    splits only — the test split is the gate's, and ``run_task`` refuses it — so what a
+    recipe searches on is never what it is judged on."""
 
     scenario: str
     incumbent: dict[str, str]  # files of the served release ({} for an empty chain)
@@ -36,6 +40,9 @@ class Context:
     interactive: bool = False
     clarify: Ask | None = None
     progress: Progress = no_progress
+    tasks: TaskSet | None = None
+    run_task: RunTask | None = None
+    notes: dict[str, Any] = field(default_factory=dict)  # evidence kept whatever the end
 
 
 @dataclass
@@ -64,10 +71,14 @@ class Candidate:
 class Recipe(Protocol):
     """``propose`` drafts candidates from the evidence; ``revise`` drafts again once the
     quality gate has rejected ``candidate`` for ``reasons`` ([] gives up: rejected).
-    ``budget``: the recipe's own default limits (None: ``budget.DEFAULT_LIMITS``)."""
+    ``budget``: the recipe's own default limits (None: ``budget.DEFAULT_LIMITS``);
+    ``trials``: its candidates run an agent trial (a probe built from the ask);
+    ``requires_tasks``: it searches a task set (train, val; the gate judges on test)."""
 
     name: str
     budget: BudgetLimits | None
+    trials: bool
+    requires_tasks: bool
 
     def propose(self, ctx: Context) -> list[Candidate]: ...
 

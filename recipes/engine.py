@@ -17,16 +17,17 @@ answer ends the job ``invalid``: an outage is never a pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from recipes.base import Ask, Candidate, Context, Progress, Recipe, no_progress
-from recipes.tasks import Task, TaskSet, evaluate
+from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
+from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet, evaluate
 from reef_cli.core import config, quality
 from reef_cli.core.budget import BudgetLimits, resolve_limits
 from reef_cli.core.config import Settings
-from reef_cli.core.errors import ReefError
+from reef_cli.core.errors import ReefError, TaskSetError
 from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import gate_files, publish_files
@@ -52,15 +53,23 @@ class Outcome:
         }
 
 
-RECIPES = ("reefine",)
+RECIPES = ("reefine", "gepa")
 
 
-def recipe_named(name: str) -> Recipe:
-    """The recipe called ``name``; a new recipe registers here and in ``RECIPES``."""
+def recipe_named(name: str, options: dict[str, Any] | None = None) -> Recipe:
+    """The recipe called ``name``, built with its ``options`` (e.g. GEPA's
+    ``max_metric_calls``); a new recipe registers here and in ``RECIPES``."""
+    options = options or {}
     if name == "reefine":
         from recipes.reefine import Reefine
 
+        if options:
+            raise ReefError(f"reefine takes no options (got {', '.join(sorted(options))})")
         return Reefine()
+    if name == "gepa":
+        from recipes.gepa import Gepa
+
+        return Gepa.with_options(options)
     raise ReefError(f"unknown recipe {name!r}", f"available: {', '.join(RECIPES)}")
 
 
@@ -70,7 +79,7 @@ class Runner(Protocol):
 
     def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]: ...
 
-    def score(self, files: dict[str, str], task: Task) -> float | None: ...
+    def run_task(self, files: dict[str, str], task: Task) -> TaskRun: ...
 
 
 @dataclass
@@ -88,26 +97,26 @@ class EvolveRequest:
     model: str | None = None
     api_base: str | None = None
     tasks: TaskSet | None = None
+    recipe_options: dict[str, Any] = field(default_factory=dict)
     interactive: bool = False
     clarify: Ask | None = None
     progress: Progress = no_progress
 
 
 def evolve(request: EvolveRequest) -> Outcome:
-    """The one entry for every evolution: build the model client, the agent runner the
-    person chose and the budget, run the recipe and gate its candidate. Never raises a
-    ``ReefError``: every end is an ``Outcome``."""
-    import adapters
-    from recipes.trial import AgentRunner
-
+    """The one entry for every evolution: build the model client, the runners the person
+    and the task set chose and the budget, run the recipe and gate its candidate. Never
+    raises a ``ReefError``: every end is an ``Outcome``."""
     try:
-        recipe = recipe_named(request.recipe)
+        recipe = recipe_named(request.recipe, request.recipe_options)
+        check_tasks(recipe, request.tasks)
         settings = config.load_settings()
         limits = resolve_limits(request.limits, recipe.budget, config.configured_limits(settings))
         model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
         judge = _judge_client(settings, model)
-        adapter = adapters.get(request.adapter)
-        with AgentRunner(adapter, request.scenario.name, model) as runner:
+        with runners(
+            request.scenario.name, request.adapter, request.tasks, model, judge, recipe.trials
+        ) as (trial_runner, task_runner, extra):
             return run(
                 request.scenario,
                 recipe,
@@ -116,14 +125,95 @@ def evolve(request: EvolveRequest) -> Outcome:
                 interactive=request.interactive,
                 clarify=request.clarify,
                 progress=request.progress,
-                runner=runner,
+                runner=trial_runner,
+                task_runner=task_runner,
                 tasks=request.tasks,
-                extra={"agent": runner.agent},
+                extra=extra,
                 judge=judge,
                 judge_threshold=settings.judge_threshold,
             )
     except ReefError as exc:  # the runner could not start: no agent, no sandbox …
         return Outcome(exc.kind, exc.one_line())
+
+
+@contextmanager
+def runners(
+    scenario: str,
+    adapter: str,
+    tasks: TaskSet | None,
+    model: ModelClient,
+    judge: ModelClient,
+    trials: bool,
+) -> Iterator[tuple[Runner | None, TaskRunner | None, dict[str, Any]]]:
+    """(trial runner, task runner, evidence) for one job, and the gate's evaluation.
+
+    The agent (``adapter``) runs a candidate's trial when ``trials`` (Reefine) and the
+    tasks when the task set names no other runner; ``runner: direct`` answers each task
+    with one model call and needs no agent (nor a sandbox) unless a trial does."""
+    import adapters
+    from recipes.trial import AgentRunner
+
+    task_runner_name = (tasks.runner if tasks else None) or adapter
+    direct = DirectRunner(model, harness_in=tasks.harness_in if tasks else "system", judge=judge)
+    extra: dict[str, Any] = {}
+    if tasks is not None:
+        extra["tasks"] = _describe_tasks(tasks, task_runner_name, direct)
+    if not trials and task_runner_name == DIRECT:
+        yield None, direct, extra
+        return
+    agent_name = task_runner_name if task_runner_name != DIRECT else adapter
+    with AgentRunner(adapters.get(agent_name), scenario, model) as agent:
+        task_runner: TaskRunner = direct if task_runner_name == DIRECT else agent
+        yield (agent if trials else None), task_runner, {"agent": agent.agent, **extra}
+
+
+def check_tasks(recipe: Recipe, tasks: TaskSet | None) -> None:
+    """Refuse, before any model loads, a task set the recipe cannot use."""
+    if not recipe.requires_tasks:
+        return
+    hint = (
+        "pass --tasks FILE with train, val and test tasks (make one: reef tasks make "
+        "reasoning-gym -o tasks.yaml)"
+    )
+    if tasks is None:
+        raise TaskSetError(f"{recipe.name} searches against scored tasks and has none", hint)
+    counts = tasks.counts()
+    empty = [split for split, n in counts.items() if n == 0]
+    if empty:
+        raise TaskSetError(
+            f"{recipe.name} needs train, val and test tasks; this set has no "
+            f"{' or '.join(empty)} tasks ({counts})",
+            hint,
+        )
+
+
+def _describe_tasks(tasks: TaskSet, runner: str, direct: DirectRunner) -> dict[str, Any]:
+    """The task set as release evidence: name, provenance, split sizes, runner."""
+    out: dict[str, Any] = {
+        "name": tasks.name,
+        "source": tasks.source,
+        "splits": tasks.counts(),
+        "repeats": tasks.repeats,
+        "method": tasks.method,
+        "runner": runner,
+    }
+    if runner == DIRECT:
+        out["harness_in"] = direct.harness_in
+    return out
+
+
+def search_only(run_task: RunTask) -> RunTask:
+    """``run_task`` for a recipe: the test split is the gate's, so a recipe that asks for
+    a test task is refused (a recipe bug, never a silent leak)."""
+
+    def guarded(files: dict[str, str], task: Task) -> TaskRun:
+        if task.split == "test":
+            raise ReefError(
+                f"a recipe asked to run test task {task.id!r}; the test split is held out"
+            )
+        return run_task(files, task)
+
+    return guarded
 
 
 def _judge_client(settings: Settings, model: ModelClient) -> ModelClient:
@@ -145,18 +235,24 @@ def run(
     clarify: Callable[[str], str] | None = None,
     progress: Progress = no_progress,
     runner: Runner | None = None,
+    task_runner: TaskRunner | None = None,
     tasks: TaskSet | None = None,
     extra: dict[str, Any] | None = None,
     judge: ModelClient | None = None,
     judge_threshold: float | None = None,
 ) -> Outcome:
-    """Run ``recipe`` and gate its candidate; ``runner=None`` skips trial and evaluation.
-    ``judge`` scores model-written text and the trial's answer (default: ``model``) and
-    passes at ``judge_threshold`` (default ``quality.DEFAULT_THRESHOLD``)."""
+    """Run ``recipe`` and gate its candidate. ``runner`` runs a candidate's trial (None:
+    no trial); ``task_runner`` (default: ``runner``) answers tasks: the recipe's search on
+    the train/val splits and the gate's evaluation on the test split (None: no
+    evaluation). ``judge`` scores model-written text and the trial's answer (default:
+    ``model``) and passes at ``judge_threshold`` (default ``quality.DEFAULT_THRESHOLD``)."""
     budget = model.budget
     chain = scenario.chain()
     served = chain.served()
     incumbent = chain.files(served) if served else HarnessTree().files()
+    task_runner = task_runner or runner
+    held_out = tasks.only("test") if tasks is not None else None
+    search = tasks.only("train", "val") if tasks is not None else None
     ctx = Context(
         scenario=scenario.name,
         incumbent=incumbent,
@@ -167,19 +263,28 @@ def run(
         interactive=interactive,
         clarify=clarify,
         progress=progress,
+        tasks=search,
+        run_task=search_only(task_runner.run_task) if task_runner is not None else None,
     )
     try:
+        check_tasks(recipe, tasks)
         progress(f"{recipe.name}: reading the evidence", 0.05)
         candidates = recipe.propose(ctx)
         if not candidates:
-            return Outcome("rejected", "the recipe proposed no change")
+            return Outcome(
+                "rejected",
+                "the recipe proposed no change",
+                evidence={"budget": budget.to_json(), **ctx.notes},
+            )
         gate = QualityGate(
             judge or model,
             quality.DEFAULT_THRESHOLD if judge_threshold is None else judge_threshold,
         )
-        return _judge(scenario, recipe, candidates[0], ctx, runner, tasks, extra or {}, gate)
+        return _judge(
+            scenario, recipe, candidates[0], ctx, runner, task_runner, held_out, extra or {}, gate
+        )
     except ReefError as exc:  # the error's class says how the job ends (errors.py)
-        return Outcome(exc.kind, exc.one_line(), evidence={"budget": budget.to_json()})
+        return Outcome(exc.kind, exc.one_line(), evidence={"budget": budget.to_json(), **ctx.notes})
 
 
 @dataclass
@@ -189,8 +294,12 @@ class QualityGate:
     judge: ModelClient
     threshold: float
 
-    def draft(self, candidate: Candidate) -> list[Check]:
-        """Deterministic checks on every changed file's text; the judge when they pass."""
+    def draft(self, candidate: Candidate, ask: str | None = None) -> list[Check]:
+        """Deterministic checks on every changed file's text; the judge when they pass.
+        With no ask (a search recipe such as GEPA) only the ask-free checks run — no
+        debris, no template junk — and the held-out evaluation is the judge."""
+        if ask is None:
+            return self._unasked(candidate)
         ask = candidate.reason
         checks: list[Check] = []
         texts: list[quality.Written] = []
@@ -214,6 +323,24 @@ class QualityGate:
                     shown,
                     name="judge-draft",
                     threshold=self.threshold,
+                )
+            )
+        return checks
+
+    def _unasked(self, candidate: Candidate) -> list[Check]:
+        checks: list[Check] = []
+        for change in candidate.changes:
+            if change.path not in candidate.files:
+                continue
+            text = quality.written_of(
+                candidate.files, change.kind, change.name, change.path, change.why
+            )
+            junk = quality.debris_in(text.body, "", code=change.kind == "extension")
+            checks.append(
+                Check(
+                    "quality-debris",
+                    "failed" if junk else "passed",
+                    f"{change.path}: " + ("; ".join(junk) or "0 found"),
                 )
             )
         return checks
@@ -261,7 +388,8 @@ def _judge(
     candidate: Candidate,
     ctx: Context,
     runner: Runner | None,
-    tasks: TaskSet | None,
+    task_runner: TaskRunner | None,
+    held_out: TaskSet | None,
     extra: dict[str, Any],
     gate: QualityGate,
 ) -> Outcome:
@@ -271,7 +399,7 @@ def _judge(
     gated: Verdict = gate_files(candidate.files)
     gated.raise_if_blocked()  # -> GateBlocked: names rule and file:line, never a value
     progress("gate: checking the text the model wrote", 0.4)
-    checks = gate.draft(candidate)
+    checks = gate.draft(candidate, ctx.ask)
     attempts = [[c.to_json() for c in checks]]
     judged_out = any(c.status == "invalid" for c in checks)  # an outage is not redrafted
     if quality.failures(checks) and not judged_out:
@@ -280,10 +408,11 @@ def _judge(
             candidate = revised[0]
             gated = gate_files(candidate.files)
             gated.raise_if_blocked()
-            checks = gate.draft(candidate)
+            checks = gate.draft(candidate, ctx.ask)
             attempts.append([c.to_json() for c in checks])
     evidence: dict[str, Any] = {
         **candidate.evidence,
+        **ctx.notes,
         **extra,
         "changes": [change.__dict__ for change in candidate.changes],
         "model": model.describe(),
@@ -298,42 +427,23 @@ def _judge(
         evidence["budget"] = budget.to_json()
         return stopped
     if runner is not None:
-        progress("trial: running the agent with the change, in the sandbox", 0.45)
-        check, trial_evidence = runner.trial(candidate)
-        budget.check_time()
-        checks.append(check)
-        evidence["trial"] = trial_evidence
-        if check.status != "passed":
+        ended = _trial(candidate, runner, gate, progress, budget, evidence, gated, checks)
+        if ended is not None:
+            return ended
+    if held_out is not None and task_runner is not None:
+        progress(f"evaluation: {len(held_out.tasks)} held-out task(s), both trees", 0.55)
+        result = evaluate(candidate.files, ctx.incumbent, held_out, task_runner.run_task, progress)
+        checks.append(result.as_check())
+        evidence["evaluation"] = {**result.to_json(), "split": "test"}
+        if result.status != "passed":
+            state = "invalid" if result.status == "invalid" else "rejected"
+            evidence["budget"] = budget.to_json()
             return Outcome(
-                "rejected",
-                f"trial failed: {check.detail}; nothing published",
+                state,
+                f"evaluation {result.status}: {result.reason}",
                 verdict={"checks": [c.to_json() for c in gated.checks + checks]},
                 evidence=evidence,
             )
-        progress("trial: does the answer follow the ask?", 0.6)
-        answered = gate.answer(candidate, trial_evidence)
-        checks += answered
-        stopped = _stop_on(
-            answered,
-            "trial failed: the change loaded but the answer does not follow the ask",
-            evidence,
-            gated.checks + checks,
-        )
-        if stopped is not None:
-            evidence["budget"] = budget.to_json()
-            return stopped
-        if tasks is not None:
-            result = evaluate(candidate.files, ctx.incumbent, tasks, runner.score, progress)
-            checks.append(result.as_check())
-            evidence["evaluation"] = result.to_json()
-            if result.status != "passed":
-                state = "invalid" if result.status == "invalid" else "rejected"
-                return Outcome(
-                    state,
-                    f"evaluation {result.status}: {result.reason}",
-                    verdict={"checks": [c.to_json() for c in checks]},
-                    evidence=evidence,
-                )
     evidence["budget"] = budget.to_json()
     checks.append(
         Check("budget", "passed", f"{budget.calls} model call(s), {budget.tokens} tokens")
@@ -352,3 +462,40 @@ def _judge(
     state = "pending" if release.meta.status == "pending" else "published"
     summary = "; ".join(change.summary for change in candidate.changes)
     return Outcome(state, summary, release.number, final.to_json(), evidence)
+
+
+def _trial(
+    candidate: Candidate,
+    runner: Runner,
+    gate: QualityGate,
+    progress: Progress,
+    budget: Any,
+    evidence: dict[str, Any],
+    gated: Verdict,
+    checks: list[Check],
+) -> Outcome | None:
+    """The agent's trial and its answer's checks; the job's end if they did not pass."""
+    progress("trial: running the agent with the change, in the sandbox", 0.45)
+    check, trial_evidence = runner.trial(candidate)
+    budget.check_time()
+    checks.append(check)
+    evidence["trial"] = trial_evidence
+    if check.status != "passed":
+        return Outcome(
+            "rejected",
+            f"trial failed: {check.detail}; nothing published",
+            verdict={"checks": [c.to_json() for c in gated.checks + checks]},
+            evidence=evidence,
+        )
+    progress("trial: does the answer follow the ask?", 0.5)
+    answered = gate.answer(candidate, trial_evidence)
+    checks += answered
+    stopped = _stop_on(
+        answered,
+        "trial failed: the change loaded but the answer does not follow the ask",
+        evidence,
+        gated.checks + checks,
+    )
+    if stopped is not None:
+        evidence["budget"] = budget.to_json()
+    return stopped

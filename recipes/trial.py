@@ -31,7 +31,7 @@ from typing import Any
 import sandbox
 from adapters.base import Adapter, Exit, Gateway, Transcript
 from recipes.base import Candidate
-from recipes.tasks import Task, score_answer
+from recipes.tasks import Task, TaskRun, grade
 from reef_cli.core import tools
 from reef_cli.core.budget import Budget
 from reef_cli.core.errors import BudgetExceeded
@@ -195,13 +195,20 @@ class AgentRunner:
     def agent(self) -> dict[str, str]:
         return {"name": self.adapter.name, "version": self._version or "unknown"}
 
-    def run(self, files: dict[str, str], prompt: str) -> AgentRun:
-        """Run the agent once on ``files`` in a fresh demo project; charge its tokens."""
+    def run(
+        self, files: dict[str, str], prompt: str, project: dict[str, str] | None = None
+    ) -> AgentRun:
+        """Run the agent once on ``files`` in a fresh demo project (plus ``project``'s
+        files, e.g. a task's tests); charge its tokens."""
         budget = self.model.budget
         budget.check_time()
         work = Path(tempfile.mkdtemp(prefix="reef-trial-"))
         try:
             (work / "README.md").write_text("# demo project\n\nA tiny project for a Reef trial.\n")
+            for name, text in (project or {}).items():  # relative paths (Task validates)
+                target = work / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
             transcript = self.adapter.run_headless(
                 files,
                 prompt,
@@ -226,11 +233,13 @@ class AgentRunner:
         run = self.run(candidate.files, probe)
         return judge_trial(self.agent, probe, candidate.expect_in_request, run)
 
-    def score(self, files: dict[str, str], task: Task) -> float | None:
-        run = self.run(files, task.prompt)
+    def run_task(self, files: dict[str, str], task: Task) -> TaskRun:
+        """``task`` answered by the agent with ``files`` installed; an agent failure or no
+        model request is an outage (None), never a zero."""
+        run = self.run(files, task.prompt, task.files)
         if not run.transcript.ok or not run.records:
-            return None
-        return score_answer(run.transcript.stdout, task)
+            return grade(task, None)
+        return grade(task, run.transcript.stdout, judge=self.model)
 
 
 def where_found(records: list[Record], text: str) -> dict[str, str] | None:

@@ -50,6 +50,8 @@ def probe_for(draft: Draft, ask: str) -> tuple[str, list[str]]:
 class Reefine:
     name = "reefine"
     budget: BudgetLimits | None = None  # the defaults fit a draft, a redraft, judges, a trial
+    trials = True
+    requires_tasks = False
 
     def propose(self, ctx: Context) -> list[Candidate]:
         ask = check_ask(ctx.ask or "")

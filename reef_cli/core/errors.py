@@ -7,7 +7,8 @@ says how it is shown, so no caller keeps its own table:
 - ``http_status``: what `reef serve` answers, as ``{"error": {"message", "hint", "type"}}``;
 - ``kind``: how an evolution job ends when the error stops it
   (``rejected`` — the candidate was refused; ``stopped`` — a budget ran out;
-  ``failed`` — the work could not be done).
+  ``failed`` — the work could not be done; ``invalid`` — the evidence could not be
+  trusted, e.g. too many task runs hit a model outage).
 
 Anything that is not a ``ReefError`` is a bug. docs/errors.md lists every class;
 a test checks the list against this tree.
@@ -33,7 +34,10 @@ a test checks the list against this tree.
     ├── BudgetInvalid               2  400  rejected
     ├── ModelError                  1  502  failed
     │   └── ModelCorrupt            1  500  failed
-    └── AskRefused                  3  422  rejected
+    ├── AskRefused                  3  422  rejected
+    ├── TaskSetError                2  400  rejected
+    ├── EvaluationInvalid           3  422  invalid
+    └── ExtraMissing                1  501  failed
 
 Subclasses elsewhere (reports, records, jobs, adapters, the server) inherit from these.
 """
@@ -189,3 +193,25 @@ class AskRefused(ReefError):
     exit_code = 3
     http_status = 422
     kind = "rejected"
+
+
+class TaskSetError(ReefError):
+    """A task set file that cannot be used: unreadable, not YAML/JSONL, or invalid."""
+
+    exit_code = 2
+    http_status = 400
+    kind = "rejected"
+
+
+class EvaluationInvalid(ReefError):
+    """Scores that cannot be trusted (too many outages, a missing split); never a win."""
+
+    exit_code = 3
+    http_status = 422
+    kind = "invalid"
+
+
+class ExtraMissing(ReefError):
+    """An optional part of Reef (an extra such as ``reef[tasks]``) is not installed."""
+
+    http_status = 501

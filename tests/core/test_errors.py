@@ -14,7 +14,7 @@ from reef_cli.core.errors import ReefError
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("reef_cli", "adapters", "recipes", "sandbox", "reefd")
-KINDS = {"rejected", "stopped", "failed"}
+KINDS = {"rejected", "stopped", "failed", "invalid"}
 ROW = re.compile(r"^\|\s*`(\w+)`\s*\|\s*(\d+)\s*\|\s*(\d{3})\s*\|\s*(\w+)\s*\|", re.MULTILINE)
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from recipes import engine
 from recipes.base import Candidate
-from recipes.tasks import Task, TaskSet, evaluate
+from recipes.tasks import Task, TaskRun, TaskSet, evaluate
 from reef_cli.core import scenarios
 from reef_cli.core.budget import Budget
 from reef_cli.core.gate import Check
@@ -48,10 +48,11 @@ class StandIn:
         evidence = {"loaded": True, "receipts": ["r1"], "answer_excerpt": self.answer}
         return Check("trial", self.trial_status, "stand-in"), evidence
 
-    def score(self, files: dict[str, str], task: Task) -> float | None:
+    def run_task(self, files: dict[str, str], task: Task) -> TaskRun:
         side = "candidate" if any("failing-test-first" in p for p in files) else "incumbent"
         value = self.scores[task.id][side]
-        return value() if callable(value) else value
+        score = value() if callable(value) else value
+        return TaskRun(score, "stand-in answer", "stand-in")
 
 
 @pytest.fixture
@@ -199,7 +200,7 @@ def test_protected_task_regression_vetoes(scenario: str, scripted: Scripted) -> 
     scores = {f"t{i}": {"candidate": 1.0, "incumbent": 0.0} for i in range(10)}
     scores["t0"] = {"candidate": 0.0, "incumbent": 1.0}
     files = {"rules/failing-test-first.md": "x\n"}
-    unprotected = evaluate(files, {}, tasks(n=10), StandIn(scores=scores).score)
+    unprotected = evaluate(files, {}, tasks(n=10), StandIn(scores=scores).run_task)
     assert unprotected.status == "passed"  # 9 wins, 1 loss: a win overall…
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)
@@ -282,7 +283,7 @@ def test_a_secret_in_an_ask_is_named_by_rule_never_by_value(
 
 
 class CountingRunner(StandIn):
-    def score(self, files: dict[str, str], task: Task) -> float | None:
+    def run_task(self, files: dict[str, str], task: Task) -> TaskRun:
         raise AssertionError("no task may run")
 
 

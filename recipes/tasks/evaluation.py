@@ -1,0 +1,68 @@
+"""The paired evaluation the gate runs: candidate and incumbent on the same tasks.
+
+Each task runs ``repeats`` times on both trees; the scores (and the lenient measure, where
+tasks name one) go to ``core.evaluation.decide``, which returns the verdict and every
+number behind it. A run with no score is an outage: the evaluation is ``invalid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from recipes.tasks.model import Task, TaskSet
+from recipes.tasks.scoring import TaskRun
+from reef_cli.core.evaluation import Outcome, decide
+
+RunTask = Callable[[dict[str, str], Task], TaskRun]
+Progress = Callable[[str, float | None], None]
+Scores = dict[str, list[float | None]]
+
+
+def run_side(
+    files: dict[str, str],
+    tasks: Sequence[Task],
+    repeats: int,
+    run_task: RunTask,
+    on_run: Callable[[Task], None] | None = None,
+) -> tuple[Scores, Scores]:
+    """(scores, lenient scores) of one tree: task id -> one value per repeat."""
+    scores: Scores = {}
+    lenient: Scores = {}
+    for task in tasks:
+        for _ in range(repeats):
+            if on_run is not None:
+                on_run(task)
+            run = run_task(files, task)
+            scores.setdefault(task.id, []).append(run.score)
+            if task.lenient is not None:
+                lenient.setdefault(task.id, []).append(run.lenient)
+    return scores, lenient
+
+
+def evaluate(
+    candidate: dict[str, str],
+    incumbent: dict[str, str],
+    tasks: TaskSet,
+    run_task: RunTask,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Paired evaluation of two trees on ``tasks`` (all of them: pass the held-out split)."""
+    total = len(tasks.tasks) * tasks.repeats * 2
+    done = [0]
+
+    def on_run(side: str) -> Callable[[Task], None]:
+        def tick(task: Task) -> None:
+            if progress is not None:
+                progress(f"evaluation: {task.id} ({side})", 0.55 + 0.3 * done[0] / total)
+            done[0] += 1
+
+        return tick
+
+    cand, cand_lenient = run_side(
+        candidate, tasks.tasks, tasks.repeats, run_task, on_run("candidate")
+    )
+    inc, inc_lenient = run_side(
+        incumbent, tasks.tasks, tasks.repeats, run_task, on_run("incumbent")
+    )
+    lenient = (cand_lenient, inc_lenient) if cand_lenient else None
+    return decide(cand, inc, tasks.policy(), lenient=lenient)

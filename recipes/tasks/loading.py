@@ -1,0 +1,65 @@
+"""Reading a task set from a file: YAML (a mapping with ``tasks:``) or JSONL (one task per
+line, default settings). Every problem is a ``TaskSetError`` naming the file and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from recipes.tasks.model import TaskSet
+from reef_cli.core.errors import TaskSetError
+from reef_cli.core.scenarios import Scenario
+
+TASKS_FILE = "tasks.yaml"
+HINT = "see docs/tasks.md for the format"
+
+
+def _jsonl(path: Path, text: str) -> dict[str, Any]:
+    tasks = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            tasks.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise TaskSetError(f"task set {path}: line {number} is not JSON", HINT) from exc
+    return {"tasks": tasks}
+
+
+def load(path: Path) -> TaskSet:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskSetError(f"cannot read task set {path}: {exc.strerror}", HINT) from exc
+    except UnicodeDecodeError as exc:
+        raise TaskSetError(f"task set {path} is not UTF-8 text", HINT) from exc
+    if path.suffix == ".jsonl":
+        data: Any = _jsonl(path, text)
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TaskSetError(f"task set {path} is not valid YAML", "fix the file") from exc
+    try:
+        return TaskSet.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "the file"
+        raise TaskSetError(f"task set {path}: {where}: {err['msg']}", HINT) from exc
+
+
+def for_scenario(scenario: Scenario, explicit: Path | None = None) -> TaskSet | None:
+    """The task set a job evaluates on: ``explicit`` (must exist), else the scenario's
+    ``tasks.yaml`` if it has one, else none (the trial alone judges)."""
+    if explicit is not None:
+        if not explicit.exists():
+            raise TaskSetError(
+                f"task set {explicit} does not exist", "pass an existing --tasks FILE"
+            )
+        return load(explicit)
+    own = scenario.path / TASKS_FILE
+    return load(own) if own.exists() else None
