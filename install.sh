@@ -36,7 +36,8 @@ fi
 # --- system packages -------------------------------------------------------------------
 APT_PACKAGES=(git git-lfs bubblewrap passt ca-certificates python3 python3-venv python3-pip
               build-essential cmake util-linux)
-if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk); fi
+# wrk drives the proxy bench; chromium renders release pages in the tests (headless)
+if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk chromium); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
@@ -73,7 +74,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 EXTRAS=""
-[ "$DEV" = 1 ] && EXTRAS="[dev]"
+[ "$DEV" = 1 ] && EXTRAS="[dev,tasks]"
 say "pip install -e .$EXTRAS"
 "${PIP[@]}" install -e ".$EXTRAS"
 

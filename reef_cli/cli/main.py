@@ -15,6 +15,7 @@ from reef_cli import __version__
 from reef_cli.cli import (
     config,
     doctor,
+    eval,
     evolve,
     harness,
     hook,
@@ -25,6 +26,7 @@ from reef_cli.cli import (
     scenario,
     serve,
     sessions,
+    tasks,
     token,
 )
 
@@ -63,10 +65,12 @@ app.add_typer(records.app, name="records")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(token.app, name="token")
 app.add_typer(model.app, name="model")
+app.add_typer(tasks.app, name="tasks")
 app.command("report")(report.report)
 app.command("doctor")(doctor.doctor)
 app.command("evolve")(evolve.evolve)
 app.command("quickstart")(evolve.quickstart)
+app.command("eval")(eval.eval_releases)
 app.command("hook", hidden=True, context_settings=hook.HOOK_CONTEXT)(hook.hook)
 
 

@@ -81,3 +81,28 @@ def test_bootstrap_rule_and_min_effect() -> None:
     assert bootstrap_lower([0.0] * 10, 0.05, 500, 1) == 0.0
     noisy, base = both({f"t{i}": ([1.0 if i % 2 else -1.0], [0.0]) for i in range(10)})
     assert decide(noisy, base, Policy(method="bootstrap")).status == "failed"
+
+
+def test_intervals_are_reported_and_an_aa_comparison_contains_zero() -> None:
+    from reef_cli.core.evaluation import interval
+
+    same = {f"t{i}": [0.1 * i] for i in range(8)}
+    outcome = decide(same, same)
+    low, high = outcome.numbers["diff_ci95"]
+    assert low <= 0 <= high and outcome.status == "failed"
+    cand_low, cand_high = outcome.numbers["candidate_ci95"]
+    assert cand_low <= outcome.numbers["candidate_mean"] <= cand_high
+    low, high = interval([0.0, 1.0] * 20, seed=3)
+    assert 0.3 < low < 0.5 < high < 0.7
+
+
+def test_a_lenient_regression_vetoes_a_scorer_win_unless_tolerated() -> None:
+    cand, inc = both({f"t{i}": ([1.0], [0.0]) for i in range(6)})
+    lenient = both({f"t{i}": ([0.0] if i < 3 else [1.0], [1.0]) for i in range(6)})
+    vetoed = decide(cand, inc, lenient=lenient)
+    assert vetoed.status == "failed" and "lenient measure regressed" in vetoed.reason
+    assert vetoed.numbers["lenient"]["mean_diff"] == -0.5
+    assert "lenient_mean_diff=-0.5" in vetoed.as_check().findings
+    tolerated = decide(cand, inc, Policy(lenient_tolerance=0.6), lenient=lenient)
+    assert tolerated.status == "passed" and tolerated.numbers["lenient"]["tasks"] == 6
+    assert decide(cand, inc, lenient=({}, {})).status == "passed"  # no task names one
