@@ -113,7 +113,7 @@ def evolve(request: EvolveRequest) -> Outcome:
         settings = config.load_settings()
         limits = resolve_limits(request.limits, recipe.budget, config.configured_limits(settings))
         model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
-        judge = _judge_client(settings, model)
+        judge = judge_client(settings, model)
         with runners(
             request.scenario.name, request.adapter, request.tasks, model, judge, recipe.trials
         ) as (trial_runner, task_runner, extra):
@@ -216,7 +216,7 @@ def search_only(run_task: RunTask) -> RunTask:
     return guarded
 
 
-def _judge_client(settings: Settings, model: ModelClient) -> ModelClient:
+def judge_client(settings: Settings, model: ModelClient) -> ModelClient:
     """The judge: a configured stronger model (``judge_model`` / ``judge_api_base``) or
     the job's own model; its calls charge the job's budget."""
     name = settings.judge_model

