@@ -250,6 +250,8 @@ class _Run:
             sp.wait(None)
             raise SandboxError(f"bwrap could not set up the sandbox: {_last_line(sp)}", _CHECK)
         child = int(info["child-pid"])
+        if self.pasta is not None and ids is None:  # bwrap ran in pasta's PID namespace
+            child = outer_pid(child, sp.proc.pid)
         _limits.apply_to(child, _limits.rlimit_pairs(policy.limits, self._nproc_base()))
         if self.pasta is not None and ids is not None:
             self.netns = _pasta.NetnsFile(f"/proc/{child}/ns/net", str(run.path / "netns"))
@@ -294,3 +296,43 @@ _CHECK = "run `reef sandbox check` to see what this machine supports"
 def _last_line(sp: Spawned) -> str:
     lines = [ln for ln in sp.output("stderr").splitlines() if ln.strip()]
     return lines[-1] if lines else "no error output"
+
+
+def outer_pid(inner: int, ancestor: int) -> int:
+    """Our namespace's pid for the process a descendant of ``ancestor`` knows as ``inner``.
+
+    As a normal user, pasta runs bwrap in a new PID namespace, so the ``child-pid`` bwrap
+    reports is a pid in *that* namespace — the second field of the process's ``NSpid``
+    (ours, pasta's, then bwrap's own); the limits must go to the real process, never to
+    whatever has that number out here (a root kernel thread, say: EPERM)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        nspids = fields.get("NSpid", "").split()
+        if len(nspids) > 1 and nspids[1] == str(inner) and _descends(int(nspids[0]), ancestor):
+            return int(nspids[0])
+    raise SandboxError(
+        f"the sandbox's first process (pid {inner} inside pasta) is gone before its limits "
+        "were set",
+        _CHECK,
+    )
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    for _ in range(64):  # a short chain: pasta -> bwrap -> child
+        if pid == ancestor:
+            return True
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        parent = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("PPid:")), "0")
+        pid = int(parent)
+        if pid <= 1:
+            return False
+    return False
