@@ -71,14 +71,16 @@ class Candidate:
 class Recipe(Protocol):
     """``propose`` drafts candidates from the evidence; ``revise`` drafts again once the
     quality gate has rejected ``candidate`` for ``reasons`` ([] gives up: rejected).
-    ``budget``: the recipe's own default limits (None: ``budget.DEFAULT_LIMITS``);
+    ``limits(tasks)``: the recipe's own default limits for a job on ``tasks`` (None:
+    ``budget.DEFAULT_LIMITS``) — a search sizes them from the task set;
     ``trials``: its candidates run an agent trial (a probe built from the ask);
     ``requires_tasks``: it searches a task set (train, val; the gate judges on test)."""
 
     name: str
-    budget: BudgetLimits | None
     trials: bool
     requires_tasks: bool
+
+    def limits(self, tasks: TaskSet | None) -> BudgetLimits | None: ...
 
     def propose(self, ctx: Context) -> list[Candidate]: ...
 

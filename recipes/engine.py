@@ -27,7 +27,7 @@ from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskS
 from reef_cli.core import config, quality
 from reef_cli.core.budget import BudgetLimits, resolve_limits
 from reef_cli.core.config import Settings
-from reef_cli.core.errors import ReefError, TaskSetError
+from reef_cli.core.errors import OptionInvalid, ReefError, TaskSetError
 from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import gate_files, publish_files
@@ -64,7 +64,10 @@ def recipe_named(name: str, options: dict[str, Any] | None = None) -> Recipe:
         from recipes.reefine import Reefine
 
         if options:
-            raise ReefError(f"reefine takes no options (got {', '.join(sorted(options))})")
+            raise OptionInvalid(
+                f"reefine takes no options (got {', '.join(sorted(options))})",
+                "drop them, or choose --recipe gepa",
+            )
         return Reefine()
     if name == "gepa":
         from recipes.gepa import Gepa
@@ -111,7 +114,9 @@ def evolve(request: EvolveRequest) -> Outcome:
         recipe = recipe_named(request.recipe, request.recipe_options)
         check_tasks(recipe, request.tasks)
         settings = config.load_settings()
-        limits = resolve_limits(request.limits, recipe.budget, config.configured_limits(settings))
+        limits = resolve_limits(
+            request.limits, recipe.limits(request.tasks), config.configured_limits(settings)
+        )
         model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
         judge = judge_client(settings, model)
         with runners(

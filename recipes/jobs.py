@@ -62,6 +62,7 @@ def run_job(job: jobs.Job) -> jobs.Job:
                 ask=job.ask,
                 adapter=job.adapter or "pi",
                 tasks=tasks.for_scenario(scenario),
+                recipe_options=job.options,
                 progress=progress,
             )
         )

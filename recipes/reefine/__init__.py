@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from recipes.base import Candidate, Context
 from recipes.reefine.draft import Draft, apply_draft, draft_change
+from recipes.tasks import TaskSet
 from reef_cli.core.asks import check_ask, clarified
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.tree import HarnessTree, parse_files
@@ -49,9 +50,12 @@ def probe_for(draft: Draft, ask: str) -> tuple[str, list[str]]:
 
 class Reefine:
     name = "reefine"
-    budget: BudgetLimits | None = None  # the defaults fit a draft, a redraft, judges, a trial
     trials = True
     requires_tasks = False
+
+    def limits(self, tasks: TaskSet | None) -> BudgetLimits | None:
+        """None: the defaults fit a draft, a redraft, two judges and a trial."""
+        return None
 
     def propose(self, ctx: Context) -> list[Candidate]:
         ask = check_ask(ctx.ask or "")

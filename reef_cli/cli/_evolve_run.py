@@ -23,6 +23,7 @@ def run_foreground(
     limits: BudgetLimits | None = None,
     as_json: bool = False,
     tasks_file: Path | None = None,
+    recipe_options: dict[str, Any] | None = None,
 ) -> engine.Outcome:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -64,6 +65,7 @@ def run_foreground(
                 limits=limits,
                 model=model,
                 tasks=task_set,
+                recipe_options=recipe_options or {},
                 interactive=interactive,
                 clarify=clarify,
                 progress=progress,

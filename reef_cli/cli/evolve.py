@@ -16,7 +16,8 @@ def evolve(
     ask: Annotated[str | None, typer.Argument(help="What should change, in a sentence.")] = None,
     scenario: Annotated[str | None, typer.Option("--scenario", "-s", help="Scenario.")] = None,
     recipe: Annotated[
-        str, typer.Option("--recipe", help="Recipe (reefine for an ask).")
+        str,
+        typer.Option("--recipe", help="Recipe: reefine (an ask) or gepa (a search on a task set)."),
     ] = "reefine",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Ask no clarifying questions.")] = False,
     model: Annotated[
@@ -52,14 +53,26 @@ def evolve(
             help="Task set for paired evaluation (default: the scenario's tasks.yaml, if any).",
         ),
     ] = None,
+    max_metric_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--max-metric-calls", help="gepa: task runs the search may spend [default: 150]."
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="gepa: its random seed [default: 0].")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Evolve the harness: Reefine turns an ask into a tested, gated release."""
+    """Evolve the harness: Reefine turns an ask into a tested, gated release; GEPA searches
+    the rule and skill texts on a task set's train/val tasks, gated on its test tasks."""
     from reef_cli.cli._evolve_run import run_foreground
     from reef_cli.core import scenarios
     from reef_cli.core.budget import BudgetLimits
 
     limits = BudgetLimits(max_calls, max_tokens, max_seconds)  # a bad limit: say so first
+    given = {"max_metric_calls": max_metric_calls, "seed": seed}
+    options = {name: value for name, value in given.items() if value is not None}
     outcome = run_foreground(
         scenarios.get(scenario_name(scenario)),  # unknown scenario: before loading a model
         ask=ask,
@@ -70,6 +83,7 @@ def evolve(
         limits=limits,
         as_json=as_json,
         tasks_file=tasks,
+        recipe_options=options,
     )
     raise typer.Exit(EXIT.get(outcome.state, 1))
 

@@ -36,6 +36,7 @@ a test checks the list against this tree.
     │   └── ModelCorrupt            1  500  failed
     ├── AskRefused                  3  422  rejected
     ├── TaskSetError                2  400  rejected
+    ├── OptionInvalid               2  400  rejected
     ├── EvaluationInvalid           3  422  invalid
     └── ExtraMissing                1  501  failed
 
@@ -215,3 +216,11 @@ class ExtraMissing(ReefError):
     """An optional part of Reef (an extra such as ``reef[tasks]``) is not installed."""
 
     http_status = 501
+
+
+class OptionInvalid(ReefError):
+    """A recipe option that does not exist or has a value the recipe cannot use."""
+
+    exit_code = 2
+    http_status = 400
+    kind = "rejected"

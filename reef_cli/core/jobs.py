@@ -31,6 +31,7 @@ class Job:
     recipe: str
     ask: str | None
     adapter: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # the recipe's (gepa: max_metric_calls …)
     state: str = "queued"  # queued | running | published | pending | rejected | stopped | failed
     progress: dict[str, Any] = field(default_factory=lambda: {"message": "queued", "fraction": 0.0})
     release: int | None = None
@@ -72,8 +73,14 @@ def save(job: Job) -> Job:
     return job
 
 
-def create(scenario: str, recipe: str, ask: str | None, adapter: str | None = None) -> Job:
-    return save(Job(f"job_{uuid.uuid4().hex[:16]}", scenario, recipe, ask, adapter))
+def create(
+    scenario: str,
+    recipe: str,
+    ask: str | None,
+    adapter: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Job:
+    return save(Job(f"job_{uuid.uuid4().hex[:16]}", scenario, recipe, ask, adapter, options or {}))
 
 
 def get(job_id: str) -> Job:

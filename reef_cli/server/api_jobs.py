@@ -20,12 +20,25 @@ from reef_cli.core.tree import Requires, parse_files
 from reef_cli.server.api import ERRORS, allow, grant_of
 
 
+class EvolveOptions(BaseModel):
+    """A recipe's options; GEPA's (Reefine takes none)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_metric_calls: int | None = Field(
+        None, ge=1, le=1_000_000, description="gepa: task runs the search may spend"
+    )
+    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="gepa: random seed")
+
+
 class EvolveIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ask: str | None = Field(None, max_length=100_000, description="what should change")
     scenario: str | None = Field(None, max_length=64, description="default: x-reef-scenario")
-    recipe: Literal["reefine"] = "reefine"
+    recipe: Literal["reefine", "gepa"] = Field(
+        "reefine", description="reefine: an ask; gepa: a search on the scenario's tasks.yaml"
+    )
     adapter: Literal["pi", "claude-code"] | None = None
+    options: EvolveOptions = Field(default_factory=EvolveOptions)
 
 
 def _scenario(request: Request, explicit: str | None) -> str:
@@ -45,7 +58,8 @@ def make_router() -> APIRouter:
     def evolve(
         request: Request, body: EvolveIn, grant: Grant = Depends(grant_of)
     ) -> dict[str, Any]:
-        """Queue an evolution job (Reefine for an ask); poll `GET /reef/jobs/{id}`."""
+        """Queue an evolution job (Reefine for an ask, GEPA on the scenario's tasks.yaml);
+        poll `GET /reef/jobs/{id}`."""
         scenario = _scenario(request, body.scenario)
         allow(grant, scenario)
         ask = check_ask(body.ask or "") if body.recipe == "reefine" else body.ask
@@ -53,7 +67,8 @@ def make_router() -> APIRouter:
         worker = request.app.state.jobs
         if worker is None:
             raise ServeError("this server runs no jobs", "use the main `reef serve`")
-        job = jobs.create(scenario, body.recipe, ask, body.adapter)
+        options = body.options.model_dump(exclude_none=True)
+        job = jobs.create(scenario, body.recipe, ask, body.adapter, options)
         worker.submit(job)
         return job.to_json()
 

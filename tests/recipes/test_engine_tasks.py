@@ -70,13 +70,15 @@ class MarkerRecipe:
     """Adds the marker rule after looking at the search splits; records what it saw."""
 
     name = "marker"
-    budget = None
     trials = False
     requires_tasks = True
 
     def __init__(self, peek_at_test: bool = False) -> None:
         self.peek_at_test = peek_at_test
         self.saw: list[str] = []
+
+    def limits(self, tasks: TaskSet | None) -> None:
+        return None
 
     def propose(self, ctx: Context) -> list[Candidate]:
         assert ctx.tasks is not None and ctx.run_task is not None
@@ -114,7 +116,10 @@ def go(
     scenario: scenarios.Scenario, upstream: FakeUpstream, recipe: Any, tasks: TaskSet | None
 ) -> tuple[engine.Outcome, Counting]:
     model = ModelClient(
-        "openai/scripted", api_base=upstream.api_base, budget=Budget(), retries=0  # type: ignore[attr-defined]
+        "openai/scripted",
+        api_base=upstream.api_base,
+        budget=Budget(),
+        retries=0,  # type: ignore[attr-defined]
     )
     runner = Counting(model)
     return engine.run(scenario, recipe, model=model, task_runner=runner, tasks=tasks), runner
