@@ -114,8 +114,8 @@ def eval_plot(report: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("mean score over tasks (0..1)")
     ax.set_xlabel("release")
     name = report.get("task_set") or "task set"
-    ax.set_title(
-        f"{report.get('scenario', '')}: {name}, {report.get('split', 'test')} split, "
+    ax.set_title(  # two lines: a long task-set name must not run off the figure
+        f"{report.get('scenario', '')}: {name}\n{report.get('split', 'test')} split, "
         f"{report.get('repeats', 1)} repeat(s) per task",
         fontsize=11,
     )
