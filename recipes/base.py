@@ -43,6 +43,9 @@ class Context:
     tasks: TaskSet | None = None
     run_task: RunTask | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # evidence kept whatever the end
+    # set by a recipe that found no new evidence: the job ends ``unchanged`` (exit 0), not
+    # ``rejected`` — nothing was wrong, there was nothing to learn from
+    nothing_new: bool = False
 
 
 @dataclass
@@ -66,6 +69,9 @@ class Candidate:
         default_factory=list
     )  # text the recorded request must hold
     evidence: dict[str, Any] = field(default_factory=dict)
+    # tasks the gate evaluates this candidate on when the job has no task set (SkillClaw's
+    # replay tasks, built from the sessions it learned from)
+    tasks: TaskSet | None = None
 
 
 class Recipe(Protocol):
@@ -74,7 +80,9 @@ class Recipe(Protocol):
     ``limits(tasks)``: the recipe's own default limits for a job on ``tasks`` (None:
     ``budget.DEFAULT_LIMITS``) — a search sizes them from the task set;
     ``trials``: its candidates run an agent trial (a probe built from the ask);
-    ``requires_tasks``: it searches a task set (train, val; the gate judges on test)."""
+    ``requires_tasks``: it searches a task set (train, val; the gate judges on test);
+    ``settle(ctx, state)``: called once the job has ended ``state`` (e.g. to move a
+    high-water mark only after ``published`` or a gate rejection)."""
 
     name: str
     trials: bool
@@ -85,3 +93,5 @@ class Recipe(Protocol):
     def propose(self, ctx: Context) -> list[Candidate]: ...
 
     def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]: ...
+
+    def settle(self, ctx: Context, state: str) -> None: ...

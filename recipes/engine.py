@@ -1,6 +1,7 @@
 """The engine every recipe runs under: propose -> gate -> trial -> evaluate -> publish.
 
-A job ends in one of: ``published`` (or ``pending`` when the change is extension code),
+A job ends in one of: ``published`` (or ``pending`` when the change is extension code or
+waits for a person's review), ``unchanged`` (the recipe found no new evidence: exit 0),
 ``rejected`` (the gate, the trial or the evaluation said no), ``invalid`` (the evaluation
 could not be trusted: an evaluator or model outage is never a win), ``stopped`` (a budget
 ran out) or ``failed`` (the model or the sandbox could not do the work). Whatever the
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet, evaluate
@@ -101,6 +102,7 @@ class EvolveRequest:
     api_base: str | None = None
     tasks: TaskSet | None = None
     recipe_options: dict[str, Any] = field(default_factory=dict)
+    publish: Literal["auto", "review"] = "auto"  # review: a passing candidate waits as pending
     interactive: bool = False
     clarify: Ask | None = None
     progress: Progress = no_progress
@@ -136,6 +138,7 @@ def evolve(request: EvolveRequest) -> Outcome:
                 extra=extra,
                 judge=judge,
                 judge_threshold=settings.judge_threshold,
+                publish=request.publish,
             )
     except ReefError as exc:  # the runner could not start: no agent, no sandbox …
         return Outcome(exc.kind, exc.one_line())
@@ -163,8 +166,8 @@ def runners(
     extra: dict[str, Any] = {}
     if tasks is not None:
         extra["tasks"] = _describe_tasks(tasks, task_runner_name, direct)
-    if not trials and task_runner_name == DIRECT:
-        yield None, direct, extra
+    if not trials and (task_runner_name == DIRECT or tasks is None):
+        yield None, direct, extra  # a recipe's own replay tasks run directly too
         return
     agent_name = task_runner_name if task_runner_name != DIRECT else adapter
     with AgentRunner(adapters.get(agent_name), scenario, model) as agent:
@@ -245,12 +248,16 @@ def run(
     extra: dict[str, Any] | None = None,
     judge: ModelClient | None = None,
     judge_threshold: float | None = None,
+    publish: Literal["auto", "review"] = "auto",
 ) -> Outcome:
     """Run ``recipe`` and gate its candidate. ``runner`` runs a candidate's trial (None:
     no trial); ``task_runner`` (default: ``runner``) answers tasks: the recipe's search on
     the train/val splits and the gate's evaluation on the test split (None: no
-    evaluation). ``judge`` scores model-written text and the trial's answer (default:
-    ``model``) and passes at ``judge_threshold`` (default ``quality.DEFAULT_THRESHOLD``)."""
+    evaluation, unless the candidate brings replay tasks, which run directly). ``judge``
+    scores model-written text and the trial's answer (default: ``model``) and passes at
+    ``judge_threshold`` (default ``quality.DEFAULT_THRESHOLD``). ``publish="review"``
+    holds a passing candidate as a pending release (a proposal) until `reef harness
+    promote N`. The recipe's ``settle`` hears how the job ended."""
     budget = model.budget
     chain = scenario.chain()
     served = chain.served()
@@ -271,25 +278,54 @@ def run(
         tasks=search,
         run_task=search_only(task_runner.run_task) if task_runner is not None else None,
     )
+    gate = QualityGate(
+        judge or model,
+        quality.DEFAULT_THRESHOLD if judge_threshold is None else judge_threshold,
+    )
     try:
         check_tasks(recipe, tasks)
         progress(f"{recipe.name}: reading the evidence", 0.05)
         candidates = recipe.propose(ctx)
         if not candidates:
-            return Outcome(
-                "rejected",
-                "the recipe proposed no change",
-                evidence={"budget": budget.to_json(), **ctx.notes},
+            state, why = (
+                ("unchanged", "nothing new to learn from")
+                if ctx.nothing_new
+                else ("rejected", "the recipe proposed no change")
             )
-        gate = QualityGate(
-            judge or model,
-            quality.DEFAULT_THRESHOLD if judge_threshold is None else judge_threshold,
-        )
-        return _judge(
-            scenario, recipe, candidates[0], ctx, runner, task_runner, held_out, extra or {}, gate
-        )
+            outcome = Outcome(state, why, evidence={"budget": budget.to_json(), **ctx.notes})
+        else:
+            candidate = candidates[0]
+            if held_out is None and candidate.tasks is not None:
+                held_out = candidate.tasks  # the recipe's replay tasks
+                task_runner = DirectRunner(model, harness_in=held_out.harness_in, judge=gate.judge)
+            outcome = _judge(
+                scenario,
+                recipe,
+                candidate,
+                ctx,
+                Gated(runner, task_runner, held_out, extra or {}, gate, publish),
+            )
     except ReefError as exc:  # the error's class says how the job ends (errors.py)
-        return Outcome(exc.kind, exc.one_line(), evidence={"budget": budget.to_json(), **ctx.notes})
+        outcome = Outcome(
+            exc.kind, exc.one_line(), evidence={"budget": budget.to_json(), **ctx.notes}
+        )
+    try:
+        recipe.settle(ctx, outcome.state)
+    except ReefError as exc:  # e.g. the mark could not be written: say so, keep the end
+        outcome.message += f" (the recipe could not record it: {exc.one_line()})"
+    return outcome
+
+
+@dataclass
+class Gated:
+    """How a candidate is judged: its trial, its tasks and where it is published."""
+
+    runner: Runner | None
+    task_runner: TaskRunner | None
+    held_out: TaskSet | None
+    extra: dict[str, Any]
+    gate: QualityGate
+    publish: Literal["auto", "review"] = "auto"
 
 
 @dataclass
@@ -388,17 +424,16 @@ def _stop_on(
 
 
 def _judge(
-    scenario: Scenario,
-    recipe: Recipe,
-    candidate: Candidate,
-    ctx: Context,
-    runner: Runner | None,
-    task_runner: TaskRunner | None,
-    held_out: TaskSet | None,
-    extra: dict[str, Any],
-    gate: QualityGate,
+    scenario: Scenario, recipe: Recipe, candidate: Candidate, ctx: Context, how: Gated
 ) -> Outcome:
     progress, budget, model = ctx.progress, ctx.budget, ctx.model
+    runner, task_runner, held_out, extra, gate = (
+        how.runner,
+        how.task_runner,
+        how.held_out,
+        how.extra,
+        how.gate,
+    )
     progress("gate: validating the tree and scanning for secrets", 0.35)
     # Once per candidate, with the configured limits, before any trial spends budget.
     gated: Verdict = gate_files(candidate.files)
@@ -439,7 +474,8 @@ def _judge(
         progress(f"evaluation: {len(held_out.tasks)} held-out task(s), both trees", 0.55)
         result = evaluate(candidate.files, ctx.incumbent, held_out, task_runner.run_task, progress)
         checks.append(result.as_check())
-        evidence["evaluation"] = {**result.to_json(), "split": "test"}
+        split = "test" if held_out.tasks and held_out.tasks[0].split == "test" else "replay"
+        evidence["evaluation"] = {**result.to_json(), "split": split}
         if result.status != "passed":
             state = "invalid" if result.status == "invalid" else "rejected"
             evidence["budget"] = budget.to_json()
@@ -463,6 +499,7 @@ def _judge(
         recipe=recipe.name,
         extra=evidence,
         extra_checks=checks,
+        hold="review" if how.publish == "review" else None,
     )
     state = "pending" if release.meta.status == "pending" else "published"
     summary = "; ".join(change.summary for change in candidate.changes)

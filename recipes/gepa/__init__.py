@@ -112,3 +112,6 @@ class Gepa:
     def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]:
         """GEPA does not redraft: its candidate is what the search found."""
         return []
+
+    def settle(self, ctx: Context, state: str) -> None:
+        """Nothing to remember: each search starts from the served tree."""

@@ -57,6 +57,9 @@ class Reefine:
         """None: the defaults fit a draft, a redraft, two judges and a trial."""
         return None
 
+    def settle(self, ctx: Context, state: str) -> None:
+        """Nothing to remember: an ask is consumed by its job."""
+
     def propose(self, ctx: Context) -> list[Candidate]:
         ask = check_ask(ctx.ask or "")
         if ctx.interactive and ctx.clarify is not None:

@@ -9,7 +9,15 @@ import typer
 
 from reef_cli.cli._common import JsonOpt, scenario_name
 
-EXIT = {"published": 0, "pending": 0, "rejected": 3, "invalid": 3, "stopped": 6, "failed": 1}
+EXIT = {
+    "published": 0,
+    "pending": 0,
+    "unchanged": 0,
+    "rejected": 3,
+    "invalid": 3,
+    "stopped": 6,
+    "failed": 1,
+}
 
 
 def evolve(

@@ -32,7 +32,8 @@ class Job:
     ask: str | None
     adapter: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # the recipe's (gepa: max_metric_calls …)
-    state: str = "queued"  # queued | running | published | pending | rejected | stopped | failed
+    # queued | running | published | pending | unchanged | rejected | invalid | stopped | failed
+    state: str = "queued"
     progress: dict[str, Any] = field(default_factory=lambda: {"message": "queued", "fraction": 0.0})
     release: int | None = None
     message: str = ""

@@ -66,6 +66,7 @@ def publish_files(
     extra_checks: list[Check] | None = None,
     progress: Callable[[str], None] | None = None,
     settings: Settings | None = None,
+    hold: str | None = None,
 ) -> tuple[Release, Verdict]:
     """Gate ``files`` and publish them as the scenario's next release.
 
@@ -74,6 +75,9 @@ def publish_files(
     Extensions make the release *pending* unless ``reviewed`` (a person vouched for the
     code). An empty tree (no rules, skills, commands or extensions) is refused unless it
     is the chain's first release or ``allow_empty`` (a person chose to clear the harness).
+    ``hold`` (e.g. ``"review"``) publishes a passing release as *pending* — a proposal
+    the served release does not become until `reef harness promote N` — and says why in
+    its metadata (``held_for``).
     """
     settings = settings or load_settings()
     scenario = (
@@ -94,12 +98,14 @@ def publish_files(
                 check.status = "passed"
                 check.detail = "reviewed by the publisher"
     verdict.raise_if_blocked()
+    if hold is not None:
+        extra = {**(extra or {}), "held_for": hold}
     release = chain.publish(
         files,
         source=source,
         reason=reason,
         recipe=recipe,
-        status="pending" if verdict.pending else "live",
+        status="pending" if verdict.pending or hold is not None else "live",
         points_to=points_to,
         gate=verdict.to_json(),
         extra=extra,

@@ -94,6 +94,9 @@ class MarkerRecipe:
     def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]:
         return []
 
+    def settle(self, ctx: Context, state: str) -> None:
+        self.settled = state
+
 
 class Counting(DirectRunner):
     def __init__(self, model: ModelClient) -> None:
