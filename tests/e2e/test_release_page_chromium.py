@@ -65,3 +65,28 @@ def test_page_renders_in_headless_chromium(kind: str, tmp_path: Path) -> None:
         assert "candidate beats incumbent" in dom
     else:
         assert parsed.images == [] and "No evaluation" in dom
+
+
+def test_a_gated_gepa_release_renders_with_its_evaluation_and_plot(tmp_path: Path) -> None:
+    """A real GEPA search (scripted model) publishes r2; its page shows the gate's
+    test-split evaluation with the inline plot, and GEPA's evidence."""
+    from tests.recipes.gepa.test_gepa import Arithmetic, demo, evolve
+
+    model = Arithmetic()
+    model.server.start()
+    try:
+        demo()
+        outcome, _ = evolve(model, {"max_metric_calls": 30})
+    finally:
+        model.server.stop()
+    assert outcome.state == "published" and outcome.release == 2, outcome.message
+    page = tmp_path / "gepa.html"
+    page.write_text(render_page("demo", 2), encoding="utf-8")
+    shot = tmp_path / "gepa.png"
+    chromium(tmp_path, page, f"--screenshot={shot}")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    dom = chromium(tmp_path, page, "--dump-dom").stdout
+    parsed = Parsed(dom)
+    assert parsed.sections == list(SECTIONS) and parsed.scripts == 0
+    assert len(parsed.images) == 1 and parsed.images[0].startswith("data:image/png;base64,")
+    assert "GEPA: val" in dom and "candidate beats incumbent" in dom
