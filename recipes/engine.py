@@ -54,7 +54,7 @@ class Outcome:
         }
 
 
-RECIPES = ("reefine", "gepa")
+RECIPES = ("reefine", "gepa", "skillclaw")
 
 
 def recipe_named(name: str, options: dict[str, Any] | None = None) -> Recipe:
@@ -74,6 +74,10 @@ def recipe_named(name: str, options: dict[str, Any] | None = None) -> Recipe:
         from recipes.gepa import Gepa
 
         return Gepa.with_options(options)
+    if name == "skillclaw":
+        from recipes.skillclaw import SkillClaw
+
+        return SkillClaw.with_options(options)
     raise ReefError(f"unknown recipe {name!r}", f"available: {', '.join(RECIPES)}")
 
 
@@ -295,15 +299,16 @@ def run(
             outcome = Outcome(state, why, evidence={"budget": budget.to_json(), **ctx.notes})
         else:
             candidate = candidates[0]
+            split = "test"
             if held_out is None and candidate.tasks is not None:
-                held_out = candidate.tasks  # the recipe's replay tasks
+                held_out, split = candidate.tasks, "replay"  # the recipe's replay tasks
                 task_runner = DirectRunner(model, harness_in=held_out.harness_in, judge=gate.judge)
             outcome = _judge(
                 scenario,
                 recipe,
                 candidate,
                 ctx,
-                Gated(runner, task_runner, held_out, extra or {}, gate, publish),
+                Gated(runner, task_runner, held_out, extra or {}, gate, publish, split),
             )
     except ReefError as exc:  # the error's class says how the job ends (errors.py)
         outcome = Outcome(
@@ -326,6 +331,7 @@ class Gated:
     extra: dict[str, Any]
     gate: QualityGate
     publish: Literal["auto", "review"] = "auto"
+    split: str = "test"  # test: the task set's held-out split; replay: the recipe's own
 
 
 @dataclass
@@ -474,8 +480,7 @@ def _judge(
         progress(f"evaluation: {len(held_out.tasks)} held-out task(s), both trees", 0.55)
         result = evaluate(candidate.files, ctx.incumbent, held_out, task_runner.run_task, progress)
         checks.append(result.as_check())
-        split = "test" if held_out.tasks and held_out.tasks[0].split == "test" else "replay"
-        evidence["evaluation"] = {**result.to_json(), "split": split}
+        evidence["evaluation"] = {**result.to_json(), "split": how.split}
         if result.status != "passed":
             state = "invalid" if result.status == "invalid" else "rejected"
             evidence["budget"] = budget.to_json()

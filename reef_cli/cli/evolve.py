@@ -25,7 +25,11 @@ def evolve(
     scenario: Annotated[str | None, typer.Option("--scenario", "-s", help="Scenario.")] = None,
     recipe: Annotated[
         str,
-        typer.Option("--recipe", help="Recipe: reefine (an ask) or gepa (a search on a task set)."),
+        typer.Option(
+            "--recipe",
+            help="Recipe: reefine (an ask), gepa (a search on a task set) or skillclaw (skills "
+            "learned from the scenario's recorded sessions and reports).",
+        ),
     ] = "reefine",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Ask no clarifying questions.")] = False,
     model: Annotated[
@@ -70,10 +74,19 @@ def evolve(
     seed: Annotated[
         int | None, typer.Option("--seed", help="gepa: its random seed [default: 0].")
     ] = None,
+    schedule: Annotated[
+        str | None,
+        typer.Option(
+            "--schedule",
+            help="nightly: print a crontab line that runs this evolve every night, and exit "
+            "(skillclaw, gepa).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Evolve the harness: Reefine turns an ask into a tested, gated release; GEPA searches
-    the rule and skill texts on a task set's train/val tasks, gated on its test tasks."""
+    the rule and skill texts on a task set's train/val tasks, gated on its test tasks;
+    SkillClaw edits skills from the sessions and reports recorded since its last run."""
     from reef_cli.cli._evolve_run import run_foreground
     from reef_cli.core import scenarios
     from reef_cli.core.budget import BudgetLimits
@@ -81,6 +94,25 @@ def evolve(
     limits = BudgetLimits(max_calls, max_tokens, max_seconds)  # a bad limit: say so first
     given = {"max_metric_calls": max_metric_calls, "seed": seed}
     options = {name: value for name, value in given.items() if value is not None}
+    if schedule is not None:
+        found = scenarios.get(scenario_name(scenario))  # an unknown scenario: say so now
+        args = ["--recipe", recipe, "-s", found.name]
+        if tasks is not None:
+            args += ["--tasks", str(tasks.absolute())]
+        if adapter != "pi":
+            args += ["--adapter", adapter]
+        for flag, value in (
+            ("--model", model),
+            ("--max-calls", max_calls),
+            ("--max-tokens", max_tokens),
+            ("--max-seconds", max_seconds),
+            ("--max-metric-calls", max_metric_calls),
+            ("--seed", seed),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
+        _print_schedule(schedule, recipe, found.name, args, as_json)
+        return
     outcome = run_foreground(
         scenarios.get(scenario_name(scenario)),  # unknown scenario: before loading a model
         ask=ask,
@@ -94,6 +126,72 @@ def evolve(
         recipe_options=options,
     )
     raise typer.Exit(EXIT.get(outcome.state, 1))
+
+
+SCHEDULED = ("skillclaw", "gepa")  # recipes that need no ask: they can run unattended
+NIGHTLY = "17 3 * * *"  # 03:17 every night, off the hour most jobs pick
+
+
+def reef_executable() -> str:
+    """The absolute path of the running `reef` (cron has a bare PATH): this venv's
+    console script, else the one on PATH, else ``python -m reef_cli``."""
+    import shlex
+    import shutil
+    import sys
+
+    started = Path(sys.argv[0])
+    if started.name == "reef" and started.exists():
+        return shlex.quote(str(started.absolute()))
+    beside = Path(sys.executable).parent / "reef"  # not resolved: a venv's python is a link
+    if beside.exists():
+        return shlex.quote(str(beside.absolute()))
+    found = shutil.which("reef")
+    if found:
+        return shlex.quote(str(Path(found).absolute()))
+    return f"{shlex.quote(sys.executable)} -m reef_cli"
+
+
+def nightly_line(recipe: str, scenario: str, args: list[str]) -> str:
+    """A crontab line running ``reef evolve ARGS --yes`` at night, with this state dir,
+    the model settings from the environment, and its output appended to a log."""
+    import os
+    import shlex
+
+    from reef_cli.core import paths
+
+    state = paths.ensure_state_dir()
+    env = {"REEF_HOME": str(state)}
+    for name in ("REEF_MODEL", "REEF_API_BASE"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    log = state / f"evolve-{recipe}-{scenario}.log"
+    command = " ".join(shlex.quote(a) for a in ["evolve", *args, "--yes"])
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return f"{NIGHTLY} {prefix} {reef_executable()} {command} >> {shlex.quote(str(log))} 2>&1"
+
+
+def _print_schedule(when: str, recipe: str, scenario: str, args: list[str], as_json: bool) -> None:
+    from reef_cli.cli._output import err_console, print_json
+    from reef_cli.core.errors import OptionInvalid
+
+    if when != "nightly":
+        raise OptionInvalid(f"--schedule takes nightly (got {when!r})", "pass --schedule nightly")
+    if recipe not in SCHEDULED:
+        raise OptionInvalid(
+            f"--schedule is for recipes that need no ask ({', '.join(SCHEDULED)}), not {recipe}",
+            "pass --recipe skillclaw or --recipe gepa",
+        )
+    line = nightly_line(recipe, scenario, args)
+    if as_json:
+        print_json({"schedule": when, "crontab": line})
+        return
+    typer.echo(line)
+    again = " ".join(["reef", "evolve", *args, "--schedule", when])
+    err_console().print(
+        f"add it to your crontab: (crontab -l 2>/dev/null; {again}) | crontab -",
+        highlight=False,
+        markup=False,
+    )
 
 
 QUICKSTART_ASK = "when I ask you to fix a bug, reproduce it with a failing test first"

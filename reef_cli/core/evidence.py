@@ -95,8 +95,15 @@ def _text(content: Any) -> str:
 
 
 def _last_user(request: Any) -> str:
-    messages = request.get("messages") if isinstance(request, dict) else None
-    for message in reversed(messages or []):
+    if not isinstance(request, dict):
+        return ""
+    messages = request.get("messages")
+    if messages is None:  # the Responses API: ``input`` is a string or a list of items
+        given = request.get("input")
+        messages = [{"role": "user", "content": given}] if isinstance(given, str) else given
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
             text = _text(message.get("content"))
             if text.strip() and not text.lstrip().startswith("<system-reminder>"):
@@ -110,6 +117,14 @@ def _answer(response: Any) -> str:
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         return _text((choices[0].get("message") or {}).get("content"))
+    output = response.get("output")  # the Responses API: message items with output_text
+    if isinstance(output, list):
+        parts = [
+            _text(item.get("content"))
+            for item in output
+            if isinstance(item, dict) and item.get("type") == "message"
+        ]
+        return "\n".join(p for p in parts if p)
     return _text(response.get("content"))
 
 
@@ -143,12 +158,11 @@ def _withhold(turns: list[Turn]) -> tuple[list[Turn], int]:
     """Turns with every credential-bearing one replaced (never sent on, never stored)."""
     out, withheld = [], 0
     for turn in turns:
-        text = turn.text[:MAX_TURN_CHARS]
-        if scan_text("turn", text):
+        if scan_text("turn", turn.text):  # the whole turn: a cut could split a key
             out.append(Turn(turn.role, WITHHELD))
             withheld += 1
         else:
-            out.append(Turn(turn.role, text))
+            out.append(Turn(turn.role, turn.text[:MAX_TURN_CHARS]))
     return out, withheld
 
 
@@ -189,8 +203,7 @@ def _session(
     by_receipt: dict[str, list[StoredReport]],
 ) -> SessionEvidence:
     session_id = records[0].session_id
-    harvested = store.harvested(session_id=session_id, limit=1) if session_id else []
-    transcript = harvested[0] if harvested else None
+    transcript = _transcript(store, scenario, session_id) if session_id else None
     turns = _turns_of_transcript(transcript) if transcript else []
     if not turns:
         turns = _turns_of_records(records)
@@ -221,6 +234,16 @@ def _session(
     )
     evidence.fingerprint = fingerprint(evidence)
     return evidence
+
+
+def _transcript(store: RecordStore, scenario: str, session_id: str) -> HarvestedSession | None:
+    """The agent's transcript of the session, unless it names a receipt of another
+    scenario (one session id used under two scenarios): then the records alone speak."""
+    harvested = store.harvested(session_id=session_id, limit=1)
+    if not harvested:
+        return None
+    owners = set(store.exists(harvested[0].receipts).values())
+    return None if owners - {scenario} else harvested[0]
 
 
 def fingerprint(session: SessionEvidence) -> str:

@@ -21,21 +21,29 @@ from reef_cli.server.api import ERRORS, allow, grant_of
 
 
 class EvolveOptions(BaseModel):
-    """A recipe's options; GEPA's (Reefine takes none)."""
+    """A recipe's options: GEPA's and SkillClaw's (Reefine takes none)."""
 
     model_config = ConfigDict(extra="forbid")
     max_metric_calls: int | None = Field(
         None, ge=1, le=1_000_000, description="gepa: task runs the search may spend"
     )
     seed: int | None = Field(None, ge=0, le=2**32 - 1, description="gepa: random seed")
+    batch_limit: int | None = Field(
+        None, ge=1, le=1000, description="skillclaw: most sessions read in one run"
+    )
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="skillclaw: the verifier's passing score"
+    )
 
 
 class EvolveIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ask: str | None = Field(None, max_length=100_000, description="what should change")
     scenario: str | None = Field(None, max_length=64, description="default: x-reef-scenario")
-    recipe: Literal["reefine", "gepa"] = Field(
-        "reefine", description="reefine: an ask; gepa: a search on the scenario's tasks.yaml"
+    recipe: Literal["reefine", "gepa", "skillclaw"] = Field(
+        "reefine",
+        description="reefine: an ask; gepa: a search on the scenario's tasks.yaml; "
+        "skillclaw: skills from the scenario's recorded sessions and their reports",
     )
     adapter: Literal["pi", "claude-code"] | None = None
     options: EvolveOptions = Field(default_factory=EvolveOptions)
