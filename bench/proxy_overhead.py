@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/proxy_overhead.py [--duration 5] [--litellm PATH | --no-litellm]
         [--variants journal-off,no-record,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
+        [-c serve.yaml | --no-live-loop]
 
 Starts a fast scripted upstream (uvicorn + bare Starlette: answers at once, 20 SSE chunks
 when streaming), then measures, with wrk as the load generator:
@@ -11,6 +12,9 @@ when streaming), then measures, with wrk as the load generator:
   bare relay  bench/bare_relay.py (~30 lines: Starlette + aiohttp, nothing else)
   reef serve  the real server, auth on, recording every exchange to SQLite, with the
               receipt journal on (durability: every receipt survives a SIGKILL)
+  reef: live-loop  reef serve with the live loop on (`-c FILE`, default a serve.yaml with
+              reef: {recipe: skillclaw, batch_size: 1000000, poll_s: 1}): what the polling
+              costs the hot path (--no-live-loop leaves the row out)
   reef: X     reef serve with one thing changed (--variants), to find what the tail costs:
               journal-off (no receipt journal), no-record (--no-record), gc-freeze
               (gc.freeze() after start-up), gc-off (no cyclic GC), switch-default
@@ -127,11 +131,23 @@ if variant == "gc-freeze":
         gc.freeze()  # start-up objects leave the collector's generations
 
     proxy_module.Proxy.start = start_then_freeze
+loop, runner = None, None
+if variant == "live-loop":  # the serve.yaml's `reef:` section, with the real job runner
+    from pathlib import Path
+    from recipes.jobs import Worker
+    from reef_cli.server.config import build, load_file
+
+    loop = build({"upstream": "http://x/v1", **load_file(Path(sys.argv[4]))}).reef
+    runner = Worker()
 serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2] + "/v1", upstream_dialect="openai",
-                  record=variant != "no-record"),
-      announce=lambda s: None)
+                  record=variant != "no-record", reef=loop),
+      announce=lambda s: None, jobs=runner)
 """
+# The live-loop row: `reef serve -c` with this file (the loop polls every second; the
+# batch is never full, so what it costs is the polling, not a recipe's run).
+LIVE_LOOP_YAML = "reef:\n  recipe: skillclaw\n  batch_size: 1000000\n  poll_s: 1\n"
 VARIANTS = (
+    "live-loop",
     "journal-off",
     "no-record",
     "gc-freeze",
@@ -420,8 +436,21 @@ def main() -> None:
         help="where the bench installs its peers (Portkey, LiteLLM)",
     )
     ap.add_argument("--no-portkey", action="store_true")
+    ap.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        default=None,
+        help="the serve.yaml of the `reef: live-loop` row (default: skillclaw, batch_size "
+        "1000000, poll_s 1)",
+    )
+    ap.add_argument(
+        "--no-live-loop", action="store_true", help="leave out the `reef: live-loop` row"
+    )
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
+    if not args.no_live_loop and "live-loop" not in variants:
+        variants.insert(0, "live-loop")
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         sys.exit(f"unknown variant(s) {', '.join(unknown)}: use {', '.join(VARIANTS)}")
@@ -465,12 +494,22 @@ def main() -> None:
         targets.append(("bare relay", relay, {}))
 
         (tmp / "reef.py").write_text(REEF_APP)
+        serve_yaml = args.config or tmp / "serve.yaml"
+        if args.config is None:
+            serve_yaml.write_text(LIVE_LOOP_YAML)
         for variant in ["", *variants]:
             name = f"reef: {variant}" if variant else "reef serve"
             port = free_port()
             homes[name] = tmp / (f"home-{variant}" if variant else "home")
             start(
-                [PY, str(tmp / "reef.py"), str(port), f"http://127.0.0.1:{up}", variant],
+                [
+                    PY,
+                    str(tmp / "reef.py"),
+                    str(port),
+                    f"http://127.0.0.1:{up}",
+                    variant,
+                    str(serve_yaml),
+                ],
                 port,
                 REEF_HOME=str(homes[name]),
             )
@@ -635,6 +674,18 @@ def main() -> None:
         f"p99 c=1, reef / bare relay: {reef['p99']:.3f} / {b['p99']:.3f} ms; "
         f"c=16: {fmt(reef['p99_16'], '.3f')} / {fmt(b['p99_16'], '.3f')} ms"
     )
+    loop = results.get("reef: live-loop")
+    if loop and loop["p50"] is not None and loop["rps16"]:
+        added_l = loop["p50"] - d["p50"]  # type: ignore[operator]
+        print(
+            f"ratio added p50, reef live loop / bare relay: {added_l / added_b:.2f}  "
+            f"(target <= 2); / reef serve: {added_l / max(added_r, 0.001):.2f}"
+        )
+        print(
+            f"ratio c=16 throughput, reef live loop / bare relay: "
+            f"{loop['rps16'] / b['rps16']:.2f}; / reef serve: "  # type: ignore[operator]
+            f"{loop['rps16'] / reef['rps16']:.2f}"  # type: ignore[operator]
+        )
     for name, r in results.items():
         if name.startswith("reef: ") and r["p99"] is not None:
             print(

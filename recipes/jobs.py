@@ -63,6 +63,7 @@ def run_job(job: jobs.Job) -> jobs.Job:
                 adapter=job.adapter or "pi",
                 tasks=tasks.for_scenario(scenario),
                 recipe_options=job.options,
+                publish="review" if job.publish == "review" else "auto",
                 progress=progress,
             )
         )

@@ -112,8 +112,28 @@ def list_text(scenario: str, installed: int | None) -> str:
         lines.append(
             f"  … and {len(releases) - MAX_LIST} older (reef harness versions -s {scenario})"
         )
+    lines += _proposal_lines(scenario)
     lines += ["", "/versions N shows what changed and why · /versions N install installs it"]
     return "\n".join(lines)
+
+
+def _proposal_lines(scenario: str) -> list[str]:
+    """Releases waiting for a person (a recipe's proposal under ``publish: review``, or
+    unreviewed extension code): what they are and how to decide."""
+    from reef_cli.core import proposals, scenarios
+
+    waiting = proposals.pending(scenarios.get(scenario))
+    if not waiting:
+        return []
+    lines = ["", "Proposals waiting for review:"]
+    for proposal in waiting:
+        release = proposal.release
+        lines.append(
+            f"  r{release.number:<3} held for {proposal.held_for}: "
+            f"{_first_line(release.meta.reason)}"
+        )
+    lines.append("  reef harness promote N · reef harness reject N")
+    return lines
 
 
 def show_text(scenario: str, spec: str, installed: int | None) -> str:

@@ -12,6 +12,7 @@ from reef_cli.cli._common import JsonOpt, ScenarioOpt, new_app, scenario_name
 app = new_app("Harness trees and their release chain.")
 
 DirArg = Annotated[Path, typer.Argument(help="A harness tree folder.")]
+ReasonOpt = Annotated[str, typer.Option("--reason", "-m", help="Why (defaults to a summary).")]
 ReleaseArg = Annotated[
     str, typer.Argument(help="A release: 3, r3, latest, previous, served or installed.")
 ]
@@ -137,13 +138,15 @@ def publish(
 
 @app.command()
 def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
-    """List the scenario's releases, newest first."""
+    """List the scenario's releases, newest first, and the proposals waiting for review."""
     from reef_cli.cli._output import console, print_json
-    from reef_cli.core import scenarios
+    from reef_cli.core import proposals, scenarios
 
     name = scenario_name(scenario)
-    chain = scenarios.get(name).chain()
+    found_in = scenarios.get(name)
+    chain = found_in.chain()
     releases = list(reversed(chain.releases()))
+    waiting = proposals.pending(found_in)
     if as_json:
         served = chain.served()
         print_json(
@@ -151,6 +154,7 @@ def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
                 "scenario": name,
                 "served": served.number if served else None,
                 "releases": [r.to_json() for r in releases],
+                "proposals": [p.to_json() for p in waiting],
             }
         )
         return
@@ -178,6 +182,66 @@ def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
             meta.reason.splitlines()[0] if meta.reason else "",
         )
     console().print(table)
+    if waiting:
+        _print_proposals(name, waiting)
+
+
+def _print_proposals(name: str, waiting: list[Any]) -> None:
+    from reef_cli.cli._output import console
+
+    out = console()
+    out.print(f"Proposals waiting for review ({len(waiting)}):", markup=False)
+    for proposal in waiting:
+        meta = proposal.release.meta
+        why = "held for review" if proposal.held_for == "review" else "extension code"
+        reason = meta.reason.splitlines()[0] if meta.reason else ""
+        out.print(
+            f"  {proposal.release.tag} ({why}, {meta.source}): {reason}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    out.print(
+        f"Promote with `reef harness promote N -s {name}`, reject with "
+        f"`reef harness reject N -s {name}`.",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+def proposals(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
+    """List proposals: pending releases (held for review, or extension code) that nobody
+    promoted or rejected yet, newest first."""
+    from reef_cli.cli._output import console, print_json
+    from reef_cli.core import proposals as found
+    from reef_cli.core import scenarios
+
+    name = scenario_name(scenario)
+    waiting = found.pending(scenarios.get(name))
+    if as_json:
+        print_json({"scenario": name, "proposals": [p.to_json() for p in waiting]})
+        return
+    if not waiting:
+        console().print(f"No proposals waiting in {name}.", markup=False)
+        return
+    _print_proposals(name, waiting)
+
+
+@app.command()
+def reject(release: ReleaseArg, scenario: ScenarioOpt = None, reason: ReasonOpt = "") -> None:
+    """Reject a proposal (a pending release): it is no longer offered; the chain keeps it
+    (numbers only grow) and the served release stays as it is."""
+    from reef_cli.cli._output import console
+    from reef_cli.core import proposals, scenarios
+
+    name = scenario_name(scenario)
+    entry = proposals.reject(scenarios.get(name), release, reason)
+    console().print(
+        f"Rejected r{entry['release']} of {name}; the served release is unchanged.",
+        markup=False,
+    )
 
 
 @app.command()
@@ -310,9 +374,6 @@ def _republish(source: str, release: str, scenario: str | None, reason: str) -> 
         f"Published [bold]{published.tag}[/] of {name} with the content of "
         f"r{published.meta.points_to} ({source})."
     )
-
-
-ReasonOpt = Annotated[str, typer.Option("--reason", "-m", help="Why (defaults to a summary).")]
 
 
 @app.command()

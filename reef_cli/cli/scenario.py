@@ -119,3 +119,103 @@ def restore(
 
     scenario = scenarios.restore(archived)
     console().print(f"Restored scenario {scenario.name}")
+
+
+@app.command()
+def status(
+    name: NameArg,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--recipe",
+            help="Count with this recipe's mark (default: the loop's last recipe, else skillclaw).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The live loop for a scenario: what `reef serve` last saw and did (learning.json),
+    and a fresh count of eligible, stale and unscored sessions made here (no server
+    needed)."""
+    from reef_cli.core import learning_state, scenarios
+    from reef_cli.core.records import RecordStore
+
+    scenario = scenarios.get(name)
+    state = learning_state.load(scenario.path)
+    data = learning_state.view(name, state, enabled=False, config=None)
+    data.pop("enabled")  # only a running server knows; this command reads files
+    config = data["config"] or {}
+    mark = recipe or data["recipe"] or "skillclaw"
+    staleness = config.get("max_staleness", 2) if config else 2
+    served = scenario.chain().served()
+    found = learning_state.count(
+        RecordStore(),
+        name,
+        scenario.path,
+        mark,
+        served.number if served else None,
+        staleness,
+    )
+    data["now"] = {
+        "recipe": mark,
+        "max_staleness": staleness,
+        "served": served.number if served else None,
+        "eligible": len(found.ready),
+        "stale": found.stale,
+        "unscored": found.unscored,
+    }
+    if as_json:
+        from reef_cli.cli._output import print_json
+
+        print_json(data)
+        return
+    _print_status(data)
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    from reef_cli.cli._output import console
+
+    out = console()
+
+    def line(text: str) -> None:  # messages may quote a model or a person: never markup
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    name, now = data["scenario"], data["now"]
+    served = f"r{now['served']}" if now["served"] else "no live release"
+    line(
+        f"{name}: {now['eligible']} eligible, {now['stale']} stale, {now['unscored']} "
+        f"unscored session(s) now (counted here with the {now['recipe']} mark, max "
+        f"staleness {now['max_staleness']}, served {served})"
+    )
+    if not data["has_run"]:
+        line(
+            f"No live loop has run for {name}: start one with `reef serve --recipe "
+            "skillclaw` or a `reef:` section in `reef serve -c serve.yaml` (docs/live-loop.md)."
+        )
+        return
+    config = data["config"] or {}
+    if config:
+        line(
+            f"live loop: {config.get('recipe')}, batch {config.get('batch_size')}, max "
+            f"staleness {config.get('max_staleness')}, min interval "
+            f"{float(config.get('min_interval_s') or 0):g}s, publish {config.get('publish')}"
+        )
+    counts = data["counts"]
+    line(
+        f"last check: {data['checked_at']}: {counts.get('eligible', '-')} eligible, "
+        f"{counts.get('stale', '-')} stale, {counts.get('unscored', '-')} unscored"
+        + (f" (error: {data['last_error']})" if data["last_error"] else "")
+    )
+    run = data["last_run"]
+    if run:
+        release = f" r{run['release']}" if run.get("release") else ""
+        ended = f", ended {run['ended']}" if run.get("ended") else ""
+        line(
+            f"last run: {run['job']} ({run['recipe']}, {run['sessions']} session(s)), "
+            f"started {run['started']}{ended}: {run['state']}{release}"
+            + (f": {run['message']}" if run.get("message") else "")
+        )
+    else:
+        line("last run: none yet")
+    trigger = data["next_trigger"] or {}
+    if trigger:
+        line(f"next run: waits for {trigger.get('waits_for')}: {trigger.get('detail')}")

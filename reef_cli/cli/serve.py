@@ -43,7 +43,10 @@ def serve(
     no_record: bool = typer.Option(False, "--no-record", help="relay without recording"),
     access_log: bool = typer.Option(False, "--access-log", help="log every request line"),
     recipe: str | None = typer.Option(
-        None, "--recipe", help="accepted for compatibility with the original Reef (e.g. reefine)"
+        None,
+        "--recipe",
+        help="run the live loop with this recipe (skillclaw or gepa; the -c file's `reef:` "
+        "keys, else their defaults); reefine is accepted as before and starts no loop",
     ),
     idle_exit: float | None = typer.Option(
         None,
@@ -87,14 +90,22 @@ def serve(
         "access_log": access_log or None,
     }
     values.update({k: v for k, v in flags.items() if v is not None})
+    values = serve_config.with_recipe(values, recipe)
     from recipes.jobs import Worker  # the CLI is where parts are wired together
 
     built = serve_config.build(values)
+    if built.reef is not None:
+        loop = built.reef
+        typer.echo(
+            f"reef serve: live loop on: {loop.recipe}, batch {loop.batch_size}, max staleness "
+            f"{loop.max_staleness}, min interval {loop.min_interval_s:g}s, publish "
+            f"{loop.publish} (`reef scenario status S` shows it)"
+        )
     recorded = serve_process.announce(built.host, built.port, idle_exit, background)
     watcher = serve_process.watch_idle(built.port, idle_exit)
     previous = _exit_cleanly_on_sigterm()
     try:
-        run_server(serve_config.build(values), announce=typer.echo, jobs=Worker())
+        run_server(built, announce=typer.echo, jobs=Worker())
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,9 +40,16 @@ class Job:
     outcome: dict[str, Any] = field(default_factory=dict)
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
+    # auto: a passing candidate goes live; review: it waits as a pending release (a
+    # proposal). Job files written before this field load as "auto".
+    publish: str = "auto"
+    origin: str = "api"  # api (POST /reef/evolve) | live-loop
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_FIELDS = {f.name for f in fields(Job)}
 
 
 class JobRunner(Protocol):
@@ -80,8 +87,20 @@ def create(
     ask: str | None,
     adapter: str | None = None,
     options: dict[str, Any] | None = None,
+    *,
+    publish: str = "auto",
+    origin: str = "api",
 ) -> Job:
-    return save(Job(f"job_{uuid.uuid4().hex[:16]}", scenario, recipe, ask, adapter, options or {}))
+    if publish not in ("auto", "review"):
+        raise ValueError(f"publish must be auto or review, not {publish!r}")
+    job = Job(f"job_{uuid.uuid4().hex[:16]}", scenario, recipe, ask, adapter, options or {})
+    job.publish, job.origin = publish, origin
+    return save(job)
+
+
+def _known(data: dict[str, Any]) -> dict[str, Any]:
+    """A job file's fields this version knows (a newer Reef may have written more)."""
+    return {k: v for k, v in data.items() if k in _FIELDS}
 
 
 def get(job_id: str) -> Job:
@@ -92,7 +111,12 @@ def get(job_id: str) -> Job:
         raise JobNotFound(
             f"no job {job_id!r}", "list releases with `reef harness versions`"
         ) from None
-    return Job(**data)
+    return Job(**_known(data))
+
+
+def active(scenario: str | None = None) -> list[Job]:
+    """Queued or running jobs (of ``scenario``, when given)."""
+    return [j for j in interrupted() if scenario is None or j.scenario == scenario]
 
 
 def interrupted() -> list[Job]:
@@ -102,7 +126,7 @@ def interrupted() -> list[Job]:
     out = []
     for path in sorted(_dir().glob("job_*.json")):
         try:
-            job = Job(**json.loads(path.read_text(encoding="utf-8")))
+            job = Job(**_known(json.loads(path.read_text(encoding="utf-8"))))
         except (ValueError, TypeError, OSError):
             continue
         if job.state in ACTIVE:

@@ -18,9 +18,10 @@ from reef_cli.core import errors
 from reef_cli.core.jobs import JobRunner
 from reef_cli.core.records import RecordStore
 from reef_cli.core.tokens import TokenSet
-from reef_cli.server import api, api_jobs
+from reef_cli.server import api, api_jobs, api_learning
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
+from reef_cli.server.learning import LiveLoop
 from reef_cli.server.proxy import Proxy
 from reef_cli.server.recorder import Recorder
 from reef_cli.server.release_cache import ReleaseCache
@@ -69,7 +70,13 @@ def create_app(
     """Build the app. ``tokens=None`` means open (no auth): callers decide when that is
     allowed. ``jobs`` runs `POST /reef/evolve` jobs; the caller wires it in (`reef serve`
     passes ``recipes.jobs.Worker``), so the server itself knows no recipe. Without it the
-    server answers 503 to job submissions."""
+    server answers 503 to job submissions. With ``config.reef`` (the live loop) the
+    server also submits jobs itself when a scenario's evidence is ready, so it needs
+    ``jobs``."""
+    if config.reef is not None and jobs is None:
+        raise errors.ServeError(
+            "the live loop (`reef:` / --recipe) needs a job runner", "run it with `reef serve`"
+        )
     upstream = Upstream.from_config(config)
     store = RecordStore(store_path)
     recorder = Recorder(store) if config.record else None
@@ -77,6 +84,11 @@ def create_app(
     auth = Authenticator(tokens)
     proxy = Proxy(config, upstream, auth, recorder, releases)
     worker = jobs
+    loop = (
+        LiveLoop(config.reef, RecordStore(store.path), jobs)
+        if config.reef is not None and jobs is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,9 +97,13 @@ def create_app(
         await proxy.start()
         if worker is not None:
             worker.start()
+        if loop is not None:
+            loop.start()  # after the worker: the first poll may submit a job
         try:
             yield
         finally:
+            if loop is not None:
+                loop.stop()
             if worker is not None:
                 worker.stop()
             await proxy.stop()
@@ -111,6 +127,7 @@ def create_app(
     app.state.auth = auth
     app.state.proxy = proxy
     app.state.jobs = worker
+    app.state.learning = loop
 
     app.add_route("/v1/chat/completions", proxy.chat_completions, ["POST"], include_in_schema=False)
     app.add_route("/v1/messages", proxy.messages, ["POST"], include_in_schema=False)
@@ -120,6 +137,7 @@ def create_app(
     app.add_route("/v1/models", proxy.models, ["GET"], include_in_schema=False)
     api.install(app)
     api_jobs.install(app)
+    api_learning.install(app)
 
     @app.exception_handler(errors.ReefError)
     async def reef_error(request: Request, exc: errors.ReefError) -> JSONResponse:

@@ -7,11 +7,73 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reef_cli.core.errors import ServeError
+from reef_cli.core.names import is_kebab
 
 Dialect = Literal["openai", "anthropic"]
+
+#: recipes the live loop can run: they learn from traffic (skillclaw) or search a task set
+#: on a schedule traffic sets (gepa). Reefine needs an ask: `reef evolve ASK`, POST /reef/evolve.
+LOOP_RECIPES = ("skillclaw", "gepa")
+
+
+class LearningConfig(BaseModel):
+    """The live loop (`reef:` in serve.yaml, or `--recipe NAME`): which recipe runs in the
+    background once a scenario has ``batch_size`` eligible scored sessions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: str = Field(description="skillclaw | gepa (gepa needs the scenario's tasks.yaml)")
+    batch_size: int = Field(8, ge=1, le=10**9, description="eligible sessions before a run")
+    max_staleness: int | None = Field(
+        2,
+        ge=0,
+        description="sessions recorded under a release more than N older than the served "
+        "one are not eligible (counted as stale); null: no limit",
+    )
+    min_interval_s: float = Field(
+        600.0, ge=0, description="at most one run per this many seconds per scenario"
+    )
+    publish: Literal["auto", "review"] = Field(
+        "auto", description="auto: a passing candidate goes live; review: it waits as pending"
+    )
+    scenarios: list[str] | None = Field(
+        None, description="which scenarios learn (default: every scenario with traffic)"
+    )
+    poll_s: float = Field(
+        2.0, gt=0, le=3600, description="how often eligibility is recomputed (off the hot path)"
+    )
+    adapter: Literal["pi", "claude-code"] | None = Field(
+        None, description="agent for a recipe's trials (default: pi)"
+    )
+    options: dict[str, int | float | str | bool] = Field(
+        default_factory=dict, description="the recipe's options (gepa: max_metric_calls, seed)"
+    )
+
+    @field_validator("recipe")
+    @classmethod
+    def _known_recipe(cls, value: str) -> str:
+        name = value.strip().lower()
+        if name == "reefine":
+            raise ValueError(
+                "reefine learns from an ask, not from traffic: use skillclaw or gepa here "
+                "(asks go to `reef evolve ASK` or POST /reef/evolve)"
+            )
+        if name not in LOOP_RECIPES:
+            raise ValueError(f"unknown recipe {value!r}: use {' or '.join(LOOP_RECIPES)}")
+        return name
+
+    @field_validator("scenarios")
+    @classmethod
+    def _kebab(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for name in value:
+            if not is_kebab(name):
+                raise ValueError(f"{name!r} is not a kebab-case scenario name")
+        return list(dict.fromkeys(value))
 
 
 class ServeConfig(BaseModel):
@@ -44,6 +106,9 @@ class ServeConfig(BaseModel):
     open: bool = Field(False, description="no token required (loopback binds only)")
     access_log: bool = False
     pool_size: int = Field(256, ge=1)
+    reef: LearningConfig | None = Field(
+        None, description="the live loop (recipe, batch_size, max_staleness, min_interval_s …)"
+    )
 
     @property
     def dialect(self) -> Dialect:
@@ -102,7 +167,24 @@ def load_file(path: Path) -> dict[str, Any]:
     aliases = {"inference_upstream_url": "upstream", "inference_upstream_model": "upstream_model"}
     data = {aliases.get(k, k): v for k, v in data.items()}
     data.pop("recipe", None)
+    section = data.get("reef")
+    if isinstance(section, dict):
+        data["reef"] = {str(k).replace("-", "_"): v for k, v in section.items()}
+    elif "reef" in data and section is None:
+        del data["reef"]  # `reef:` with nothing under it: no live loop
     return data
+
+
+def with_recipe(values: dict[str, Any], recipe: str | None) -> dict[str, Any]:
+    """``--recipe NAME``: the live loop with NAME (the -c file's other `reef:` keys kept,
+    else the defaults). ``reefine`` keeps its old meaning: accepted, no loop (asks reach it
+    through POST /reef/evolve), so old command lines still start."""
+    if recipe is None or recipe.strip().lower() == "reefine":
+        return values
+    section = values.get("reef")
+    merged = dict(section) if isinstance(section, dict) else {}
+    merged["recipe"] = recipe
+    return {**values, "reef": merged}
 
 
 def build(values: dict[str, Any]) -> ServeConfig:
@@ -111,6 +193,5 @@ def build(values: dict[str, Any]) -> ServeConfig:
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "?"
-        raise ServeError(
-            f"serve setting {key!r}: {err['msg']}", "fix the flag or the -c file"
-        ) from exc
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ServeError(f"serve setting {key!r}: {msg}", "fix the flag or the -c file") from exc

@@ -672,3 +672,25 @@ def test_wrapper_sends_the_installed_release_and_this_reef(
     install_release("claude-code", chain, ROUTING, "2", target)
     _, env = adapter.wrapper(target, ROUTING, [])
     assert "x-reef-release-id: 2" in env["ANTHROPIC_CUSTOM_HEADERS"].splitlines()
+
+
+def test_versions_lists_proposals_waiting_for_review(chain: str) -> None:
+    from adapters.claude_code.versions import list_text
+
+    publish_files(
+        "demo", tree("Rule one (rule-r1).\nRule three."), reason="a proposal", hold="review"
+    )
+    text = list_text("demo", 1)
+    assert "Proposals waiting for review:" in text
+    assert "r3   held for review: a proposal" in text
+    assert "reef harness promote N · reef harness reject N" in text
+    assert "Proposals" not in list_text_without_proposals()
+
+
+def list_text_without_proposals() -> str:
+    from adapters.claude_code.versions import list_text
+    from reef_cli.core import scenarios as sc
+
+    sc.create("plain")
+    publish_files("plain", tree("Rule (rule-p)."), reason="only")
+    return list_text("plain", 1)

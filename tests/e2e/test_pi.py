@@ -307,3 +307,30 @@ def test_versions_find_reef_at_run_time_when_the_recorded_one_moved(
 
     [row] = [r for r in reef_json("doctor") if r["name"] == "install pi"]
     assert row["status"] == "warn" and "stale" in row["detail"] and str(old) in row["detail"]
+
+
+@pytest.mark.parametrize("tool", TOOLS[:1])
+def test_versions_lists_a_proposal_waiting_for_review(
+    tool: str,
+    sandbox: dict[str, Path],
+    fake_model: FakeModel,
+    reef_server: ReefServer,
+    scenario_with_releases: Scenario,
+) -> None:
+    from reef_cli.core.publishing import publish_files
+
+    adapter = PiAdapter(tool=tool, models=["fake-model"])
+    routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
+    install_release("pi", routing.scenario, routing, "1", sandbox["agent"])
+    publish_files(
+        scenario_with_releases.name,
+        tree_files(f"{RULE_R1}\n{RULE_R3}"),
+        reason="a live-loop proposal",
+        hold="review",
+    )
+    listing = _pi(adapter, sandbox, reef_server, routing, "-p", "/versions")
+    assert listing.returncode == 0, listing.stderr
+    assert "Proposals waiting for review:" in listing.stdout
+    assert "r3    held for review: a live-loop proposal" in listing.stdout
+    assert "installed r1, served r2" in listing.stdout  # a proposal is not served
+    assert fake_model.inference() == []

@@ -1,0 +1,251 @@
+"""The live loop's per-scenario state (``scenarios/<S>/learning.json``) and the numbers it
+decides on.
+
+`reef serve` writes the file whenever a check changes it; `reef scenario status` and
+``GET /reef/scenarios/{s}/learning`` read it, so what the loop did is visible without a
+server and survives one. The counts are ``core.evidence``'s: the same eligibility the
+recipe reads (mark name = the recipe's name).
+
+Counting sessions parses every record of a scenario (about 0.1 ms a record), so the loop
+does not recount on every poll: :func:`probe` is a handful of indexed SQL aggregates that
+change whenever anything a count depends on changes (records, reports, harvested
+transcripts, the chain, the mark), and :func:`scored_sessions` bounds how many sessions
+could be eligible at all. A scenario with fewer scored sessions than ``batch_size``
+cannot trigger a run, so a large one is not recounted until it could.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reef_cli.core import evidence, scenarios
+from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.records import RecordStore
+
+STATE_FILE = "learning.json"
+TASKS_FILE = "tasks.yaml"  # recipes.tasks.loading.TASKS_FILE: a scenario's own task set
+CHAIN_REF = "chain.git/refs/reef/chain"
+
+
+@dataclass
+class LastRun:
+    """One run the loop started: its job and how it ended (``state`` is the job's)."""
+
+    job: str
+    recipe: str
+    started: str
+    state: str = "queued"
+    ended: str | None = None
+    message: str = ""
+    release: int | None = None
+    sessions: int = 0  # eligible sessions when it was triggered
+    # {session key: fingerprint} the run was triggered by: the mark advances over these
+    # when the recipe keeps no mark of its own (gepa)
+    batch: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("batch")
+        return data
+
+
+@dataclass
+class LearningState:
+    scenario: str
+    recipe: str | None = None
+    checked_at: str | None = None
+    # eligible, stale, unscored (core.evidence), scored_sessions (an upper bound on
+    # eligible, from SQL), served (release), counted_at (when the full count ran)
+    counts: dict[str, Any] = field(default_factory=dict)
+    last_run: LastRun | None = None
+    # {"waits_for": sessions | interval | job | tasks | runner | nothing, "at": iso | None,
+    #  "detail": one line}
+    next_trigger: dict[str, Any] = field(default_factory=dict)
+    runs: int = 0
+    last_error: str | None = None  # the class name of the last check's error, if any
+    config: dict[str, Any] = field(default_factory=dict)  # the loop's settings, as run
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["last_run"] = self.last_run.summary() if self.last_run else None
+        return data
+
+
+def state_path(scenario_dir: Path) -> Path:
+    return scenario_dir / STATE_FILE
+
+
+def load(scenario_dir: Path) -> LearningState | None:
+    """The state file, or None when no live loop ever checked this scenario (an unreadable
+    file reads as none: the next check rewrites it)."""
+    try:
+        data = json.loads(state_path(scenario_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    run = data.get("last_run")
+    last: LastRun | None = None
+    if isinstance(run, dict):
+        try:
+            last = LastRun(**{k: v for k, v in run.items() if k in LastRun.__dataclass_fields__})
+        except TypeError:
+            last = None
+    known = {k: v for k, v in data.items() if k in LearningState.__dataclass_fields__}
+    known["last_run"] = last
+    known.setdefault("scenario", scenario_dir.name)
+    try:
+        return LearningState(**known)
+    except TypeError:
+        return None
+
+
+def save(scenario_dir: Path, state: LearningState) -> None:
+    """Write the state atomically, 0600 (the batch keeps session keys, never their text)."""
+    data = asdict(state)
+    atomic_write_text(
+        state_path(scenario_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", 0o600
+    )
+
+
+# ------------------------------------------------------------------ counting
+
+
+def count(
+    store: RecordStore,
+    scenario: str,
+    scenario_dir: Path,
+    mark_name: str,
+    served: int | None,
+    max_staleness: int | None,
+) -> evidence.Eligibility:
+    """The full count: ``core.evidence`` over every session of the scenario."""
+    sessions = evidence.collect(store, scenario)
+    mark = evidence.Mark.load(scenario_dir, mark_name)
+    return evidence.eligibility(sessions, mark, served=served, max_staleness=max_staleness)
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def probe(store: RecordStore, scenario: str, scenario_dir: Path, mark_name: str) -> list[Any]:
+    """Changes whenever a count of ``scenario`` could: a new record or report of it (the
+    newest ``created_at`` of each: an index seek, not a scan), a harvested transcript, the
+    chain ref (a publish changes what is stale) and the mark (a run consumed sessions).
+    A streamed record that completes in place is seen with the next change (its report,
+    which scoring needs anyway)."""
+    conn = store.conn
+    records = conn.execute(
+        "SELECT MAX(created_at) FROM records WHERE scenario = ?", (scenario,)
+    ).fetchone()
+    reports = conn.execute(
+        "SELECT MAX(created_at) FROM reports WHERE scenario = ?", (scenario,)
+    ).fetchone()
+    harvested = conn.execute(
+        "SELECT COUNT(*), MAX(harvested_at) FROM harvested_sessions"
+    ).fetchone()
+    return [
+        records[0],
+        reports[0],
+        list(harvested),
+        _stat(scenario_dir / CHAIN_REF),
+        _stat(scenario_dir / "chain.git" / "packed-refs"),
+        _stat(scenario_dir / f"{mark_name}.json"),
+    ]
+
+
+def has_records(store: RecordStore, scenario: str) -> bool:
+    row = store.conn.execute(
+        "SELECT 1 FROM records WHERE scenario = ? LIMIT 1", (scenario,)
+    ).fetchone()
+    return row is not None
+
+
+def records_at_most(store: RecordStore, scenario: str, limit: int) -> int:
+    """How many records ``scenario`` has, counting no further than ``limit`` + 1."""
+    row = store.conn.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM records WHERE scenario = ? LIMIT ?)",
+        (scenario, limit + 1),
+    ).fetchone()
+    return int(row[0])
+
+
+def scored_sessions(store: RecordStore, scenario: str) -> int:
+    """Sessions of ``scenario`` with a scored report: no count can find more eligible."""
+    row = store.conn.execute(
+        """SELECT COUNT(DISTINCT CASE WHEN r.session_id IS NOT NULL
+                                      THEN 's:' || r.session_id ELSE 'r:' || r.id END)
+           FROM reports p
+           JOIN report_refs rr ON rr.report_id = p.id
+           JOIN records r ON r.id = rr.record_id
+           WHERE p.scenario = ? AND p.score IS NOT NULL
+             AND r.scenario = ? AND r.state != 'streaming'""",
+        (scenario, scenario),
+    ).fetchone()
+    return int(row[0] or 0)
+
+
+def traffic_scenarios(store: RecordStore) -> list[str]:
+    """Scenarios with at least one record (the loop's default set)."""
+    return [s.name for s in scenarios.list_all() if has_records(store, s.name)]
+
+
+# ------------------------------------------------------------------ time
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ------------------------------------------------------------------ the shown view
+
+
+def view(
+    scenario: str,
+    state: LearningState | None,
+    *,
+    enabled: bool,
+    config: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What ``GET /reef/scenarios/{s}/learning`` and `reef scenario status --json` show:
+    the counts at the last check, the last run and its outcome, the next trigger and the
+    loop's settings (``config``: the running server's, else those of the last check)."""
+    data = state.to_json() if state is not None else {}
+    return {
+        "scenario": scenario,
+        "enabled": enabled,
+        "has_run": state is not None,
+        "config": config if config is not None else (data.get("config") or None),
+        "recipe": (config or {}).get("recipe") or data.get("recipe"),
+        "checked_at": data.get("checked_at"),
+        "counts": data.get("counts") or {},
+        "last_run": data.get("last_run"),
+        "next_trigger": data.get("next_trigger") or None,
+        "runs": data.get("runs", 0),
+        "last_error": data.get("last_error"),
+    }

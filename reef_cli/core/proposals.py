@@ -1,0 +1,109 @@
+"""Proposals: pending releases a person has not promoted or rejected yet.
+
+A release is *pending* when the gate held it (extension code nobody reviewed) or when a
+recipe ran with ``publish: review`` (``held_for: "review"`` in its metadata). It stays a
+proposal until it is resolved: promoted (a later release has ``points_to`` it with source
+``promote``) or rejected (``scenarios/<S>/rejected.json``). Rejecting writes nothing to
+the chain — numbers only grow, and a rejection is a person's note, not a release.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from reef_cli.core import scenarios
+from reef_cli.core.errors import ReleaseNotFound
+from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.records import now_iso
+from reef_cli.core.releases import Release
+
+REJECTED_FILE = "rejected.json"
+
+
+@dataclass
+class Proposal:
+    release: Release
+    held_for: str  # review (a recipe's proposal) | extension-review (unreviewed code)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.release.to_json(), "held_for": self.held_for}
+
+
+def rejected(scenario: scenarios.Scenario) -> dict[int, dict[str, Any]]:
+    """``{release: {release, reason, rejected_at, content_hash}}`` from rejected.json."""
+    try:
+        data = json.loads((scenario.path / REJECTED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    items = data.get("rejected") if isinstance(data, dict) else None
+    out: dict[int, dict[str, Any]] = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("release"), int):
+            out[item["release"]] = item
+    return out
+
+
+def _promoted(releases: list[Release]) -> dict[int, int]:
+    """``{pending release: the release that promoted it}``."""
+    return {
+        r.meta.points_to: r.number
+        for r in releases
+        if r.meta.source == "promote" and r.meta.points_to is not None
+    }
+
+
+def _held_for(release: Release) -> str:
+    extra = release.meta.model_dump()
+    return str(extra.get("held_for") or "extension-review")
+
+
+def pending(scenario: scenarios.Scenario) -> list[Proposal]:
+    """Unresolved pending releases, newest first."""
+    releases = scenario.chain().releases()
+    promoted = _promoted(releases)
+    refused = rejected(scenario)
+    return [
+        Proposal(r, _held_for(r))
+        for r in reversed(releases)
+        if r.meta.status == "pending" and r.number not in promoted and r.number not in refused
+    ]
+
+
+def reject(scenario: scenarios.Scenario, spec: str, reason: str = "") -> dict[str, Any]:
+    """Record that a person rejected proposal ``spec``; refuse anything that is not one."""
+    chain = scenario.chain()
+    release = scenario.resolve(spec)
+    releases = chain.releases()
+    name = scenario.name
+    if release.meta.status != "pending":
+        raise ReleaseNotFound(
+            f"{release.tag} of {name} is not a proposal: it is {release.meta.status}",
+            f"list proposals with `reef harness proposals -s {name}`",
+        )
+    promoted = _promoted(releases).get(release.number)
+    if promoted is not None:
+        raise ReleaseNotFound(
+            f"{release.tag} of {name} was already promoted (as r{promoted})",
+            f"roll back with `reef harness rollback N -s {name}` instead",
+        )
+    refused = rejected(scenario)
+    if release.number in refused:
+        raise ReleaseNotFound(
+            f"{release.tag} of {name} was already rejected "
+            f"({str(refused[release.number].get('rejected_at', ''))[:19]})",
+            f"list open proposals with `reef harness proposals -s {name}`",
+        )
+    entry = {
+        "release": release.number,
+        "reason": reason,
+        "rejected_at": now_iso(),
+        "content_hash": release.meta.content_hash,
+    }
+    items = [*refused.values(), entry]
+    body = {"rejected": sorted(items, key=lambda i: int(i["release"]))}
+    atomic_write_text(
+        scenario.path / REJECTED_FILE, json.dumps(body, indent=1, sort_keys=True) + "\n", 0o600
+    )
+    return entry

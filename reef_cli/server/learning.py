@@ -1,0 +1,328 @@
+"""The live loop: `reef serve` runs a recipe in the background once a scenario has
+``batch_size`` eligible scored sessions (DESIGN §8, "Live loop").
+
+A daemon thread, started and stopped with the app, wakes every ``poll_s`` and checks
+each learning scenario: it settles the run it started last (the job's end), counts the
+evidence (``core.evidence``, the same numbers the recipe reads) and, when the batch is
+full, ``min_interval_s`` has passed and no job of the scenario is queued or running,
+creates a job and hands it to the ``JobRunner`` — the server itself runs no recipe. None
+of it is on the request path: the proxy never waits for the loop, and a release the job
+publishes is served to the next request because the proxy checks the chain ref per
+request. What each check found is in ``scenarios/<S>/learning.json``.
+
+A failing check or job never stops the loop: it is logged by class name only (a message
+may quote a person's session), and the next poll tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reef_cli.core import evidence, jobs, scenarios
+from reef_cli.core import learning_state as ls
+from reef_cli.core.errors import ScenarioNotFound
+from reef_cli.core.jobs import JobRunner
+from reef_cli.core.records import RecordStore, now_iso
+from reef_cli.server.config import LearningConfig
+
+log = logging.getLogger("reef.learning")
+
+# After these ends the batch was looked at, so the loop advances the recipe's mark over
+# it; failed / invalid / stopped: the same batch is tried again after min_interval_s.
+CONSUMED = ("published", "pending", "rejected", "unchanged")
+# Recipes that read the sessions themselves and keep their own mark (SkillClaw's
+# ``settle`` advances it over what it consumed, and holds back sessions still waiting on
+# a judge): the loop never writes their mark, or it would consume what they held back.
+READS_SESSIONS = ("skillclaw",)
+# A scenario this small is recounted whenever it changes, even when it cannot trigger yet
+# (its numbers on the status route stay exact); a larger one only once it could trigger.
+SMALL_SCENARIO = 1000
+# A full count may take at most 1/DUTY of the loop's time: the count is Python that shares
+# the serving process's GIL (0.1 ms a record), so a huge scenario is counted less often.
+DUTY = 20
+HEARTBEAT_S = 30.0  # learning.json is rewritten at least this often (checked_at)
+
+
+@dataclass
+class _Seen:
+    """What the last check of a scenario saw, in memory (a restart recounts)."""
+
+    probe: list[Any]
+    ready: list[evidence.SessionEvidence]
+    counted_at: float  # monotonic
+    took: float  # seconds the full count took
+
+
+class LiveLoop:
+    """One thread for every learning scenario; one job per scenario at a time."""
+
+    def __init__(self, config: LearningConfig, store: RecordStore, runner: JobRunner) -> None:
+        self.config = config
+        self.store = store
+        self.runner = runner
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._seen: dict[str, _Seen] = {}
+        self._served: dict[str, tuple[Any, int | None]] = {}
+        self._saved: dict[str, tuple[dict[str, Any], float]] = {}
+        self.checks = 0  # completed polls (tests wait on it, never on time)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="reef-live-loop", daemon=True)
+        self._thread.start()
+        log.info(
+            "live loop on: recipe %s, batch %d, every %gs",
+            self.config.recipe,
+            self.config.batch_size,
+            self.config.poll_s,
+        )
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.tick()
+                self._stop.wait(self.config.poll_s)
+        finally:
+            self.store.close()  # this thread's connection
+
+    def covers(self, scenario: str) -> bool:
+        """Whether this loop learns for ``scenario`` (listed, or any with traffic)."""
+        return self.config.scenarios is None or scenario in self.config.scenarios
+
+    # ------------------------------------------------------------ one poll
+
+    def tick(self) -> None:
+        try:
+            names = self._targets()
+        except Exception as exc:  # the store is busy or gone: the next poll tries again
+            log.warning("live loop: cannot list scenarios (%s)", type(exc).__name__)
+            names = []
+        for name in names:
+            if self._stop.is_set():
+                break
+            try:
+                self.check(name)
+            except ScenarioNotFound:
+                continue  # listed in the config, not created yet
+            except Exception as exc:  # one scenario's trouble never stops the others
+                log.warning("live loop: checking %s failed (%s)", name, type(exc).__name__)
+                self._note_error(name, exc)
+        self.checks += 1
+
+    def _targets(self) -> list[str]:
+        if self.config.scenarios is not None:
+            return list(self.config.scenarios)
+        return ls.traffic_scenarios(self.store)
+
+    def _note_error(self, name: str, exc: Exception) -> None:
+        self._saved.pop(name, None)  # the file now differs from what was last written
+        try:
+            scenario = scenarios.get(name)
+            state = ls.load(scenario.path) or ls.LearningState(name)
+            state.last_error = type(exc).__name__
+            state.checked_at = now_iso()
+            ls.save(scenario.path, state)
+        except Exception:  # the state dir itself is the trouble: the log line says enough
+            pass
+
+    def check(self, name: str) -> ls.LearningState:
+        """Settle the last run, count, decide; write ``learning.json``. Returns the state."""
+        cfg = self.config
+        scenario = scenarios.get(name)
+        state = ls.load(scenario.path) or ls.LearningState(name)
+        state.recipe = cfg.recipe
+        state.config = cfg.model_dump()
+        state.last_error = None
+        now = datetime.now(UTC)
+        run = state.last_run
+        if run is not None and run.state in jobs.ACTIVE:
+            self._settle(scenario, run)
+        seen, current = self._count(scenario, state)
+        eligible = len(seen.ready) if seen is not None else 0
+        run = state.last_run
+        started = ls.parse_time(run.started) if run else None
+        due = started + timedelta(seconds=cfg.min_interval_s) if started else None
+        if run is not None and run.state in jobs.ACTIVE:
+            state.next_trigger = _waits("job", f"job {run.job} is {run.state}", job=run.job)
+        elif cfg.recipe == "gepa" and not (scenario.path / ls.TASKS_FILE).exists():
+            state.next_trigger = _waits(
+                "tasks",
+                f"gepa searches a task set: add scenarios/{name}/{ls.TASKS_FILE} "
+                "(`reef tasks make … -o` writes one)",
+            )
+        elif eligible < cfg.batch_size:
+            needed = cfg.batch_size - eligible
+            state.next_trigger = _waits(
+                "sessions",
+                f"{needed} more eligible scored session(s) ({eligible} of {cfg.batch_size})",
+                needed=needed,
+            )
+        elif not current:
+            state.next_trigger = _waits(
+                "count", "the evidence changed since the last count; recounting shortly"
+            )
+        elif due is not None and due > now:
+            state.next_trigger = _waits(
+                "interval", f"min_interval_s: not before {ls.iso(due)}", at=ls.iso(due)
+            )
+        elif other := next(iter(jobs.active(name)), None):
+            state.next_trigger = _waits(
+                "job", f"job {other.id} of this scenario is {other.state}", job=other.id
+            )
+        else:
+            self._trigger(scenario, state, seen.ready if seen is not None else [])
+        self._save(scenario, state)
+        return state
+
+    def _save(self, scenario: scenarios.Scenario, state: ls.LearningState) -> None:
+        """Write ``learning.json`` when what it says changed, else at most every
+        ``HEARTBEAT_S`` (``checked_at``): the atomic write's fsync is the most a poll
+        costs, so an idle poll skips it."""
+        body = state.to_json()
+        body.pop("checked_at", None)
+        last = self._saved.get(scenario.name)
+        clock = time.monotonic()
+        if last is not None and last[0] == body and clock - last[1] < HEARTBEAT_S:
+            return
+        state.checked_at = now_iso()
+        ls.save(scenario.path, state)
+        self._saved[scenario.name] = (body, clock)
+
+    # ------------------------------------------------------------ parts
+
+    def _settle(self, scenario: scenarios.Scenario, run: ls.LastRun) -> None:
+        """Copy a finished job's end into the run; advance the mark over its batch when
+        the recipe does not read sessions itself (gepa: else the batch retriggers it)."""
+        try:
+            job = jobs.get(run.job)
+        except jobs.JobNotFound:
+            run.state, run.ended = "failed", now_iso()
+            run.message = "the job's file is gone; the next batch starts a new one"
+            return
+        if job.state in jobs.ACTIVE:
+            run.state = job.state
+            return
+        run.state, run.ended, run.release = job.state, job.updated_at, job.release
+        run.message = job.message[:500]
+        log.info(
+            "live loop: %s run %s ended %s%s",
+            scenario.name,
+            job.id,
+            job.state,
+            f" (r{job.release})" if job.release else "",
+        )
+        if job.state not in CONSUMED or not run.batch or run.recipe in READS_SESSIONS:
+            return
+        mark = evidence.Mark.load(scenario.path, run.recipe)
+        mark.sessions.update(run.batch)
+        mark.advance([])
+
+    def _served_release(self, scenario: scenarios.Scenario, key: Any) -> int | None:
+        """The served release, re-read from git only when the chain ref moved."""
+        cached = self._served.get(scenario.name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        served = scenario.chain().served()
+        number = served.number if served else None
+        self._served[scenario.name] = (key, number)
+        return number
+
+    def _count(
+        self, scenario: scenarios.Scenario, state: ls.LearningState
+    ) -> tuple[_Seen | None, bool]:
+        """Recount when something changed and a count could matter. Returns what the last
+        full count saw (None: none since this server started) and whether it is current
+        (nothing changed since): only a current count may start a run."""
+        cfg, name = self.config, scenario.name
+        probe = ls.probe(self.store, name, scenario.path, cfg.recipe)
+        seen = self._seen.get(name)
+        if seen is not None and seen.probe == probe:
+            return seen, True
+        scored = ls.scored_sessions(self.store, name)
+        served = self._served_release(scenario, probe[3:5])
+        state.counts["scored_sessions"] = scored
+        state.counts["served"] = served
+        could_trigger = scored >= cfg.batch_size
+        small = ls.records_at_most(self.store, name, SMALL_SCENARIO) <= SMALL_SCENARIO
+        rested = seen is None or time.monotonic() - seen.counted_at >= DUTY * seen.took
+        # A large scenario that cannot trigger is not counted, not even on a restart: the
+        # numbers of its last count stay (``counted_at``), with the bound next to them.
+        if not rested or not (could_trigger or small):
+            if not could_trigger:
+                state.counts["eligible_at_most"] = scored
+            return seen, False  # the probe stays unseen: looked at again next poll
+        began = time.monotonic()
+        found = ls.count(self.store, name, scenario.path, cfg.recipe, served, cfg.max_staleness)
+        took = time.monotonic() - began
+        state.counts.update(
+            eligible=len(found.ready),
+            stale=found.stale,
+            unscored=found.unscored,
+            counted_at=now_iso(),
+        )
+        state.counts.pop("eligible_at_most", None)
+        seen = _Seen(probe, found.ready, time.monotonic(), took)
+        self._seen[name] = seen
+        return seen, True
+
+    def _trigger(
+        self,
+        scenario: scenarios.Scenario,
+        state: ls.LearningState,
+        ready: list[evidence.SessionEvidence],
+    ) -> None:
+        cfg = self.config
+        job = jobs.create(
+            scenario.name,
+            cfg.recipe,
+            None,
+            cfg.adapter,
+            dict(cfg.options),
+            publish=cfg.publish,
+            origin="live-loop",
+        )
+        run = ls.LastRun(
+            job=job.id,
+            recipe=cfg.recipe,
+            started=job.created_at,
+            sessions=len(ready),
+            batch={s.key: s.fingerprint for s in ready},
+        )
+        state.last_run, state.runs = run, state.runs + 1
+        state.next_trigger = _waits("job", f"job {job.id} is queued", job=job.id)
+        ls.save(scenario.path, state)  # written before the runner can finish it
+        log.info(
+            "live loop: %s has %d eligible session(s): job %s (%s)",
+            scenario.name,
+            len(ready),
+            job.id,
+            cfg.recipe,
+        )
+        try:
+            self.runner.submit(job)
+        except Exception as exc:  # the runner refused: the job ends here, the loop goes on
+            log.warning("live loop: the job runner refused %s (%s)", job.id, type(exc).__name__)
+            job.state = "failed"
+            job.message = f"the job runner refused the job ({type(exc).__name__})"
+            job.progress = {"message": "failed", "fraction": 1.0}
+            jobs.save(job)
+            run.state, run.ended, run.message = "failed", now_iso(), job.message
+            state.next_trigger = _waits("interval", "the job runner refused the last job")
+
+
+def _waits(what: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"waits_for": what, "detail": detail, "at": extra.pop("at", None), **extra}
