@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ASKS = ROOT / "bench" / "draft_asks.yaml"
 sys.path.insert(0, str(ROOT))
 
+from bench._provenance import provenance  # noqa: E402
+
 
 def load_asks(path: Path, limit: int | None) -> list[dict[str, Any]]:
     import yaml
@@ -188,16 +190,8 @@ def main() -> None:
     report = markdown(summaries, all_rows)
     print(report)
     if args.write:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        command = "python bench/draft_quality.py " + " ".join(sys.argv[1:])
         args.write.write_text(
-            f"# Draft quality per embedded model\n\nCommand: `{command}` at commit `{commit}`, "
-            f"{time.strftime('%Y-%m-%d')}, 2 cores.\n\n{report}",
+            f"# Draft quality per embedded model\n\n{provenance('draft_quality.py')}\n\n{report}",
             encoding="utf-8",
         )
 

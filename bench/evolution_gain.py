@@ -26,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._provenance import provenance  # noqa: E402
+
 REEF = str(ROOT / ".venv" / "bin" / "reef")
 
 SETS: dict[str, dict[str, Any]] = {
@@ -216,16 +220,7 @@ def main() -> None:
             row = run_one(model, set_name)
             rows.append(row)
             print(json.dumps(row, default=str)[:2000], file=sys.stderr, flush=True)
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    print(
-        f"Command: `python bench/evolution_gain.py {' '.join(sys.argv[1:])}` at commit "
-        f"`{commit}`, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores.\n"
-    )
+    print(provenance("evolution_gain.py"), end="\n\n")
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))

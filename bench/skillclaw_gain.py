@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REEF = str(ROOT / ".venv" / "bin" / "reef")
 sys.path.insert(0, str(ROOT))
 
+from bench._provenance import provenance  # noqa: E402
 from bench.evolution_gain import comparison, fmt_ci, one_repeat, reef, shared_models  # noqa: E402
 
 MODELS = ("qwen2.5-coder-1.5b", "smollm2-135m")
@@ -187,16 +188,7 @@ def main() -> None:
         print(f"== {model}", file=sys.stderr, flush=True)
         rows.append(run_one(model, args.sessions))
         print(json.dumps(rows[-1], default=str)[:2000], file=sys.stderr, flush=True)
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    print(
-        f"Command: `python bench/skillclaw_gain.py {' '.join(sys.argv[1:])}` at commit "
-        f"`{commit}`, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores.\n"
-    )
+    print(provenance("skillclaw_gain.py"), end="\n\n")
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))

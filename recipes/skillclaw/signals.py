@@ -15,12 +15,11 @@ import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from pydantic import BaseModel, Field
-
 from recipes.skillclaw.guard import clean
 from reef_cli.core.errors import ModelError
 from reef_cli.core.evidence import WITHHELD, SessionEvidence, Turn
 from reef_cli.core.llm import ModelClient
+from reef_cli.core.quality import Judgement
 
 SHOWN = 600  # characters of a turn a prompt quotes
 
@@ -89,11 +88,6 @@ def implicit(turns: list[Turn]) -> tuple[float, list[str]] | None:
     return (sum(signals) / len(signals) + 1) / 2, corrections
 
 
-class SessionJudgement(BaseModel):
-    score: float = Field(ge=0.0, le=1.0)
-    reason: str = Field(min_length=1, max_length=300)
-
-
 JUDGE_SYSTEM = (
     "You grade how well a coding agent served a developer in one session, from 0 to 1. "
     "1 = the request was done fully and correctly; 0.5 = partly done or with mistakes; "
@@ -103,7 +97,7 @@ JUDGE_SYSTEM = (
 _EXAMPLE = (
     "Request: add a test for parse_date\nAnswer: I added test_parse_date_handles_iso in "
     "tests/test_dates.py and ran it: it passes.\nFeedback: (none)",
-    SessionJudgement(score=0.9, reason="The test was written and run, as asked."),
+    Judgement(score=0.9, reason="The test was written and run, as asked."),
 )
 
 
@@ -150,7 +144,7 @@ def score_all(model: ModelClient, sessions: list[SessionEvidence]) -> list[Score
         if not clean(messages):
             continue  # a credential got past the turns' check: never sent
         try:
-            verdict = model.structured(messages, SessionJudgement, max_tokens=120, temperature=0)
+            verdict = model.structured(messages, Judgement, max_tokens=120, temperature=0)
         except ModelError:
             scored.source = "waiting"
             continue

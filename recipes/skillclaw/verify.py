@@ -12,8 +12,6 @@ the threshold or gives no verdict (an outage is never a pass).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
-
 from recipes.skillclaw.decide import Edit, session_lines
 from recipes.skillclaw.guard import clean, holds_credential
 from recipes.skillclaw.merge import guidance, keeps_items, lost_lines
@@ -22,7 +20,7 @@ from recipes.skillclaw.skills import SkillText
 from reef_cli.core.errors import ModelError
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.names import is_kebab
-from reef_cli.core.quality import debris_in
+from reef_cli.core.quality import Judgement, debris_in
 
 MAX_BODY = 4000
 MAX_DESCRIPTION = 300
@@ -70,11 +68,6 @@ def problems(edit: Edit, before: SkillText | None, after: SkillText) -> list[str
     return out
 
 
-class Verification(BaseModel):
-    score: float = Field(ge=0.0, le=1.0)
-    reason: str = Field(min_length=1, max_length=300)
-
-
 SYSTEM = (
     "You check one proposed change to a coding agent's skill against the sessions it "
     "cites. Score from 0 to 1 how well the change follows from what those sessions show: "
@@ -86,7 +79,7 @@ _EXAMPLE = (
     "Change: improve_skill write-tests\nNew lines:\n3. Run the new tests and show they pass "
     "before you say you are done.\n\nCited sessions:\nS1 score 0.00\nUser: add a test for "
     "the date parser\nAgent: I wrote test_parse.\nFeedback: you forgot to run it, it fails",
-    Verification(score=0.9, reason="The new step fixes the missed test run in S1."),
+    Judgement(score=0.9, reason="The new step fixes the missed test run in S1."),
 )
 
 
@@ -132,7 +125,7 @@ def verifier(
     if not clean(messages):
         return "the verifier's prompt held a credential"
     try:
-        verdict = model.structured(messages, Verification, max_tokens=120, temperature=0.0)
+        verdict = model.structured(messages, Judgement, max_tokens=120, temperature=0.0)
     except ModelError as exc:
         return f"the verifier gave no verdict ({exc.message[:120]})"
     edit.verifier = round(verdict.score, 4)

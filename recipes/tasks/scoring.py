@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
-
 from recipes.tasks.model import Scorer, Task
 from reef_cli.core.errors import ExtraMissing, ModelError
 from reef_cli.core.llm import ModelClient
+from reef_cli.core.quality import Judgement
 
 SHOWN = 200  # characters of an answer quoted back in feedback
 
@@ -130,11 +129,6 @@ def _reasoning_gym(scorer: Scorer, answer: str, got: str) -> Scored:
     return Scored(value, f"{ref.dataset}: expected {oracle!r}; {verdict}")
 
 
-class _Score(BaseModel):
-    score: float = Field(ge=0.0, le=1.0)
-    reason: str = Field(min_length=1, max_length=300)
-
-
 JUDGE_SYSTEM = (
     "You grade an assistant's answer to a task against a rubric. Score from 0 (fails the "
     "rubric) to 1 (meets it fully). Answer with JSON only: "
@@ -154,7 +148,7 @@ def _judged(rubric: str, task: Task, answer: str, judge: ModelClient | None) -> 
         },
     ]
     try:
-        verdict = judge.structured(messages, _Score, max_tokens=120, temperature=0.0)
+        verdict = judge.structured(messages, Judgement, max_tokens=120, temperature=0.0)
     except ModelError as exc:  # an outage: no score, never a zero
         return Scored(None, f"the judge gave no score: {exc.message}")
     return Scored(verdict.score, f"judge {verdict.score:.2f}: {verdict.reason}")

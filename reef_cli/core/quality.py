@@ -428,6 +428,9 @@ def check_answer(ask: str, answer: str, probe: str = "") -> Check:
 
 
 class Judgement(BaseModel):
+    """A 0..1 score and a one-sentence reason: every judge's answer in Reef (the gate's,
+    a task's rubric, SkillClaw's session judge and verifier)."""
+
     score: float = Field(ge=0.0, le=1.0)
     reason: str = Field(min_length=1, max_length=300)
 

@@ -17,6 +17,7 @@ from reef_cli.core.gate import Check
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import reef, reef_fails
+from tests.core.test_release_page import EVALUATION
 from tests.fakes.scripted import Scripted
 
 TASKS = """\
@@ -29,34 +30,6 @@ tasks:
   - {id: q3, prompt: "three?", exact: "3", lenient: {contains: "3"}}
   - {id: train-1, split: train, prompt: "x", exact: "x"}
 """
-
-EVALUATION = {
-    "status": "passed",
-    "reason": "candidate beats incumbent (sign test 5 wins / 0 losses, p=0.031)",
-    "split": "test",
-    "numbers": {
-        "tasks": 6,
-        "repeats": 2,
-        "candidate_mean": 0.8333,
-        "candidate_ci95": [0.5, 1.0],
-        "incumbent_mean": 0.1667,
-        "incumbent_ci95": [0.0, 0.5],
-        "mean_diff": 0.6667,
-        "diff_ci95": [0.3333, 1.0],
-        "per_task": {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "e": 0.0, "f": 0.5},
-        "wins": 5,
-        "losses": 0,
-        "ties": 1,
-        "p": 0.0312,
-        "lenient": {
-            "tasks": 6,
-            "candidate_mean": 0.9,
-            "incumbent_mean": 0.5,
-            "mean_diff": 0.4,
-            "ci95": [0.1, 0.7],
-        },
-    },
-}
 
 
 @pytest.fixture
