@@ -121,7 +121,10 @@ def _until(model: Any, kwargs: dict[str, Any], deadline: float) -> dict[str, Any
             parts.append((choice.get("delta") or {}).get("content") or "")
             finish = choice.get("finish_reason") or finish
             if time.monotonic() > deadline and finish is None:
-                raise ModelError("the embedded model ran past its time budget and was stopped")
+                raise ModelError(
+                    "the embedded model ran past this call's time limit and was stopped",
+                    "give the job more time (--max-seconds) or use a faster model",
+                )
     finally:
         stream.close()
     text = "".join(parts)

@@ -65,6 +65,9 @@ def describe_model(model: str | None = None, api_base: str | None = None) -> str
     return model + (f" at {api_base}" if api_base else "")
 
 
+EMBEDDED_SECONDS_PER_TOKEN = 0.25  # 4 tokens/s: a 1.5B model on two busy cores
+
+
 class ModelClient:
     def __init__(
         self,
@@ -87,6 +90,15 @@ class ModelClient:
     @property
     def embedded(self) -> bool:
         return self.model == EMBEDDED
+
+    def call_seconds(self, max_tokens: int) -> float:
+        """How long one call may take: ``timeout``, or for the embedded model on a small
+        CPU long enough to write ``max_tokens`` at a slow pace (a 1,600-token structured
+        answer must not be cut at 120 s when two other jobs share the cores). The job's
+        wall-time budget still bounds it."""
+        if not self.embedded:
+            return self.timeout
+        return max(self.timeout, max_tokens * EMBEDDED_SECONDS_PER_TOKEN)
 
     def describe(self) -> str:
         return describe_model(self.model, self.api_base)
@@ -139,7 +151,7 @@ class ModelClient:
                 max_tokens=max_tokens,
                 temperature=temperature,
                 schema=schema,
-                deadline=time.monotonic() + self.budget.bounded(self.timeout),
+                deadline=time.monotonic() + self.budget.bounded(self.call_seconds(max_tokens)),
             )
         else:
             raw = self._litellm(messages, max_tokens, temperature, schema)

@@ -31,3 +31,13 @@ def test_overlong_strings_are_cut_at_a_word() -> None:
     assert cut_at_word("exactly-ten", 7) == "exactly"
     assert cut_at_word("abcdefghijklmnop", 8) == "abcdefgh"  # no boundary: a hard cut
     assert cut_at_word("Write tests first. Then fix it", 20) == "Write tests first."
+
+
+def test_an_embedded_call_gets_time_to_write_its_max_tokens() -> None:
+    from reef_cli.core.llm import EMBEDDED, EMBEDDED_SECONDS_PER_TOKEN, ModelClient
+
+    hosted = ModelClient("openai/x", api_base="http://127.0.0.1:1/v1", timeout=120)
+    assert hosted.call_seconds(4000) == 120
+    local = ModelClient(EMBEDDED, timeout=120)
+    assert local.call_seconds(100) == 120  # short answers: the plain timeout
+    assert local.call_seconds(1600) == 1600 * EMBEDDED_SECONDS_PER_TOKEN > 120
