@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from reef_cli.cli._output import console
-from reef_cli.core.diff import FileDiff
+from reef_cli.core.diff import FileDiff, line_kind
+
+STYLES = {"meta": "bold", "add": "green", "del": "red", "hunk": "cyan", "": ""}
 
 
 def print_diff(changes: list[FileDiff], old: str, new: str, stat: bool = False) -> None:
@@ -28,15 +30,4 @@ def print_diff(changes: list[FileDiff], old: str, new: str, stat: bool = False) 
     for c in changes:
         out.print(Text(f"{c.status}: {c.path}", style="bold"))
         for line in c.diff.splitlines():
-            style = (
-                "bold"
-                if line.startswith(("+++", "---"))
-                else "green"
-                if line.startswith("+")
-                else "red"
-                if line.startswith("-")
-                else "cyan"
-                if line.startswith("@@")
-                else ""
-            )
-            out.print(Text(line, style=style), soft_wrap=True)
+            out.print(Text(line, style=STYLES[line_kind(line)]), soft_wrap=True)

@@ -51,3 +51,17 @@ def diff_trees(
         removed = sum(1 for ln in lines if ln.startswith("-") and not ln.startswith("---"))
         out.append(FileDiff(path, status, added, removed, text))
     return out
+
+
+def line_kind(line: str) -> str:
+    """What one line of a unified diff is: ``meta`` (file header), ``add``, ``del``,
+    ``hunk`` or ``""`` (context) — one reading for the terminal and the release page."""
+    if line.startswith(("+++", "---")):
+        return "meta"
+    if line.startswith("+"):
+        return "add"
+    if line.startswith("-"):
+        return "del"
+    if line.startswith("@@"):
+        return "hunk"
+    return ""

@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 
 from reef_cli.core import scenarios
-from reef_cli.core.diff import FileDiff, diff_trees
+from reef_cli.core.diff import FileDiff, diff_trees, line_kind
 from reef_cli.core.errors import ExtraMissing
 from reef_cli.core.releases import Release
 
@@ -176,18 +176,7 @@ def _why(meta: dict[str, Any]) -> str:
 def _diff_block(change: FileDiff) -> str:
     lines = []
     for line in change.diff.splitlines():
-        cls = (
-            "meta"
-            if line.startswith(("+++", "---"))
-            else "add"
-            if line.startswith("+")
-            else "del"
-            if line.startswith("-")
-            else "hunk"
-            if line.startswith("@@")
-            else ""
-        )
-        lines.append(f'<span class="{cls}">{_e(line) or " "}</span>')
+        lines.append(f'<span class="{line_kind(line)}">{_e(line) or " "}</span>')
     head = f"{_e(change.status)}: {_e(change.path)} (+{change.added} −{change.removed})"
     return f'<h3>{head}</h3><pre class="diff">{"".join(lines)}</pre>'
 
