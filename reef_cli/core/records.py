@@ -134,6 +134,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE records ADD COLUMN release_note TEXT
         """,
     ),
+    (
+        "0005_weight_version_and_tokens",
+        """
+        ALTER TABLE records ADD COLUMN weight_version TEXT;
+        ALTER TABLE records ADD COLUMN weight_note TEXT;
+        ALTER TABLE records ADD COLUMN token_ids TEXT;
+        ALTER TABLE records ADD COLUMN logprobs TEXT
+        """,
+    ),
 ]
 
 
@@ -164,6 +173,14 @@ class Record:
     served_release_id: int | None = None
     # why a client's x-reef-release-id was not used (None when it was, or none came)
     release_note: str | None = None
+    # reefd: the engine's weight version when the request came (None: no reefd), and why
+    # the record cannot train that version (it spanned a swap, the engine was inconsistent)
+    weight_version: str | None = None
+    weight_note: str | None = None
+    # what the engine returned of its tokens (non-streamed answers only): {"prompt": [...],
+    # "response": [...]} and the response tokens' logprobs; streamed records are re-tokenized
+    token_ids: dict[str, Any] | None = None
+    logprobs: list[float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,15 +214,19 @@ _COLUMNS = [
     "state",
     "served_release_id",
     "release_note",
+    "weight_version",
+    "weight_note",
+    "token_ids",
+    "logprobs",
 ]
-_JSON_COLUMNS = {"request", "response", "usage"}
+_JSON_COLUMNS = {"request", "response", "usage", "token_ids", "logprobs"}
 
 
 def _rank(table: str) -> str:
     return f"CASE {table}.state WHEN 'complete' THEN 2 WHEN 'interrupted' THEN 1 ELSE 0 END"
 
 
-_CHUNK = 200  # rows per statement: 200 x 21 values, well under SQLite's variable limit
+_CHUNK = 200  # rows per statement: 200 x 25 values, well under SQLite's variable limit
 _ROW_MARKS = "(" + ",".join("?" * len(_COLUMNS)) + ")"
 _ON_CONFLICT = (
     " ON CONFLICT (id) DO UPDATE SET "

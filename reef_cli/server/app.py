@@ -18,6 +18,7 @@ from reef_cli.core import errors
 from reef_cli.core.jobs import JobRunner
 from reef_cli.core.records import RecordStore
 from reef_cli.core.tokens import TokenSet
+from reef_cli.core.weight_version import WeightVersion
 from reef_cli.server import api, api_jobs, api_learning
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
@@ -66,11 +67,13 @@ def create_app(
     tokens: TokenSet | None,
     store_path: Path | None = None,
     jobs: JobRunner | None = None,
+    weights: WeightVersion | None = None,
 ) -> ReefApp:
     """Build the app. ``tokens=None`` means open (no auth): callers decide when that is
     allowed. ``jobs`` runs `POST /reef/evolve` jobs; the caller wires it in (`reef serve`
     passes ``recipes.jobs.Worker``), so the server itself knows no recipe. Without it the
-    server answers 503 to job submissions. With ``config.reef`` (the live loop) the
+    server answers 503 to job submissions. ``weights`` (reefd) stamps each record with the
+    engine's weight version at request start. With ``config.reef`` (the live loop) the
     server also submits jobs itself when a scenario's evidence is ready, so it needs
     ``jobs``."""
     if config.reef is not None and jobs is None:
@@ -82,7 +85,7 @@ def create_app(
     recorder = Recorder(store) if config.record else None
     releases = ReleaseCache(config.release_cache_seconds)
     auth = Authenticator(tokens)
-    proxy = Proxy(config, upstream, auth, recorder, releases)
+    proxy = Proxy(config, upstream, auth, recorder, releases, weights)
     worker = jobs
     loop = (
         LiveLoop(config.reef, RecordStore(store.path), jobs)

@@ -134,3 +134,31 @@ def usage_of(dialect: str, response: Any) -> tuple[dict[str, Any] | None, int | 
             inp += int(usage.get("cache_creation_input_tokens") or 0)
         return usage, inp, usage.get("output_tokens")
     return usage, usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+
+def tokens_of(response: Any) -> tuple[dict[str, Any] | None, list[float] | None]:
+    """``({"prompt": ids, "response": ids}, response logprobs)`` where an engine returned
+    them in a non-streamed OpenAI answer (reefd's torch engine; SGLang with
+    ``return_token_ids``), else ``(None, None)``. Both are what reefd trains from."""
+    if not isinstance(response, dict):
+        return None, None
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None, None
+    choice = choices[0]
+    ids = choice.get("token_ids")
+    prompt = response.get("prompt_token_ids") or choice.get("prompt_token_ids")
+    token_ids = (
+        {"prompt": prompt, "response": ids}
+        if isinstance(ids, list) and isinstance(prompt, list)
+        else None
+    )
+    logprobs: list[float] | None = None
+    given = choice.get("logprobs")
+    content = given.get("content") if isinstance(given, dict) else None
+    if isinstance(content, list):
+        values = [item.get("logprob") for item in content if isinstance(item, dict)]
+        numbers = [float(v) for v in values if isinstance(v, int | float)]
+        if numbers and len(numbers) == len(content):
+            logprobs = numbers
+    return token_ids, logprobs

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 from reef_cli.core.errors import InvalidName, ReefError
 from reef_cli.core.names import is_kebab
 from reef_cli.core.records import new_receipt
+from reef_cli.core.weight_version import WeightVersion
 from reef_cli.server import receipts, sse, translate_request, translate_response
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
@@ -106,8 +107,10 @@ class Proxy:
         auth: Authenticator,
         recorder: Recorder | None,
         releases: ReleaseCache,
+        weights: WeightVersion | None = None,
     ) -> None:
         self.config = config
+        self.weights = weights
         self.upstream = upstream
         self.auth = auth
         self.recorder = recorder
@@ -249,6 +252,10 @@ class Proxy:
             release_note=note,
             request_json=body,
         )
+        weights = self.weights
+        if weights is not None:
+            ex.weight_version, epoch = weights.at_start()
+            ex.weight_epoch = epoch
         out_headers = receipts.headers(ex.id, release, note)
         try:
             resp = await self.session.post(
@@ -322,6 +329,8 @@ class Proxy:
         return error_response(dialect, status, message, headers)
 
     def _submit(self, ex: Exchange) -> None:
+        if self.weights is not None and ex.weight_epoch is not None:
+            ex.weight_note = self.weights.note_since(ex.weight_epoch)
         if self.recorder is not None:
             self.recorder.submit(ex)
 

@@ -57,6 +57,9 @@ class Exchange:
     request_json: Any = None  # the request as the proxy already parsed it (saves a parse)
     segment: journal.Segment | None = field(default=None, repr=False)
     interrupted: bool = False  # rebuilt from the journal of a process that died mid-way
+    weight_version: str | None = None  # reefd: the weights served when the request came
+    weight_note: str | None = None  # reefd: why this exchange cannot train (a swap, ...)
+    weight_epoch: int | None = None  # reefd: WeightVersion.epoch when the request came
 
 
 @dataclass
@@ -74,6 +77,8 @@ def _meta(ex: Exchange, kind: str) -> dict[str, Any]:
         "release_id": ex.release_id,
         "served_release_id": ex.served_release_id,
         "release_note": ex.release_note,
+        "weight_version": ex.weight_version,
+        "weight_note": ex.weight_note,
         "client_dialect": ex.client_dialect,
         "upstream_dialect": ex.upstream_dialect,
         "session_header": ex.session_header,
@@ -91,6 +96,7 @@ def _end(ex: Exchange, kind: str) -> dict[str, Any]:
         "error": ex.error,
         "first_chunk": ex.first_chunk,
         "ended": ex.ended,
+        "weight_note": ex.weight_note,
     }
 
 
@@ -166,6 +172,8 @@ def _about(ex: Exchange, request: Any) -> dict[str, Any]:
         "created_at": ex.created_at,
         "served_release_id": ex.served_release_id,
         "release_note": ex.release_note,
+        "weight_version": ex.weight_version,
+        "weight_note": ex.weight_note,
     }
 
 
@@ -188,6 +196,7 @@ def to_record(ex: Exchange) -> Record:
         response = _json(ex.body)
         stored_response = _raw(ex.body, response)
     usage, inp, out = assemble.usage_of(ex.client_dialect, response)
+    token_ids, logprobs = (None, None) if ex.stream else assemble.tokens_of(response)
     ended = ex.ended or time.perf_counter()
     return Record(
         **_about(ex, request),
@@ -203,6 +212,8 @@ def to_record(ex: Exchange) -> Record:
         status=ex.status,
         error=ex.error,
         state="interrupted" if ex.interrupted else "complete",
+        token_ids=token_ids,
+        logprobs=logprobs,
     )
 
 
@@ -221,6 +232,8 @@ def _from_journal(item: journal.Replayed) -> Exchange:
         created_at=m.get("created_at") or now_iso(),
         served_release_id=m.get("served_release_id"),
         release_note=m.get("release_note"),
+        weight_version=m.get("weight_version"),
+        weight_note=m.get("weight_note"),
     )
     end = m if item.body is not None else item.end
     if item.body is not None:
@@ -231,6 +244,7 @@ def _from_journal(item: journal.Replayed) -> Exchange:
         ex.error = end.get("error")
         ex.first_chunk = end.get("first_chunk")
         ex.ended = end.get("ended")
+        ex.weight_note = end.get("weight_note", ex.weight_note)
     else:  # a stream cut off by the crash
         ex.interrupted = True
         ex.first_chunk = None

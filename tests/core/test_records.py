@@ -104,6 +104,7 @@ def test_harvested_migration_upgrades_an_existing_database(tmp_path):
     assert records.migrate(sqlite3.connect(path, isolation_level=None)) == [
         "0003_harvested_sessions",
         "0004_record_state_and_release_source",
+        "0005_weight_version_and_tokens",
     ]
     store = RecordStore(path)
     assert store.get("rec_old").scenario == "s"  # existing data untouched
