@@ -38,7 +38,9 @@ a test checks the list against this tree.
     ├── TaskSetError                2  400  rejected
     ├── OptionInvalid               2  400  rejected
     ├── EvaluationInvalid           3  422  invalid
-    └── ExtraMissing                1  501  failed
+    ├── ExtraMissing                2  501  failed
+    └── EngineError                 1  502  failed
+        └── EngineInconsistent      1  409  failed
 
 Subclasses elsewhere (reports, records, jobs, adapters, the server) inherit from these.
 """
@@ -215,7 +217,21 @@ class EvaluationInvalid(ReefError):
 class ExtraMissing(ReefError):
     """An optional part of Reef (an extra such as ``reef[tasks]``) is not installed."""
 
+    exit_code = 2
     http_status = 501
+
+
+class EngineError(ReefError):
+    """reefd's inference engine (SGLang or the built-in torch engine) failed or refused."""
+
+    http_status = 502
+
+
+class EngineInconsistent(EngineError):
+    """A weight update failed midway: the engine's weights are neither old nor new until
+    the served weight release is reloaded from disk."""
+
+    http_status = 409
 
 
 class OptionInvalid(ReefError):

@@ -7,7 +7,8 @@ which git applies atomically, so two publishers racing can never both win: the l
 rebuilds on the new head and tries again (or gets ``ChainConflict`` when retries run
 out). Objects are written before the ref moves, so a publish killed at any point leaves
 either no new release or a whole one. Tags ``r<N>`` are conveniences, repaired on publish;
-the chain ref is the truth.
+the chain ref is the truth. The same mechanism holds reefd's weight releases: a ``Chain``
+on ``refs/reef/weights`` with tags ``w<N>`` (``WEIGHTS``), in the same repository.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     import git
 
 CHAIN_REF = "refs/reef/chain"
+WEIGHTS_REF = "refs/reef/weights"
 META_FILE = "RELEASE.json"
 ZERO = "0" * 40
 AUTHOR = b"Reef <reef@localhost>"
@@ -60,10 +62,11 @@ class Release:
     number: int
     commit: str
     meta: ReleaseMeta
+    tag_prefix: str = "r"
 
     @property
     def tag(self) -> str:
-        return f"r{self.number}"
+        return f"{self.tag_prefix}{self.number}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,20 +88,25 @@ def now_iso() -> str:
 
 
 class Chain:
-    """The release chain of one scenario, stored in the bare repository ``git_dir``."""
+    """The release chain of one scenario, stored in the bare repository ``git_dir``.
 
-    def __init__(self, git_dir: Path) -> None:
+    ``ref`` and ``tag_prefix`` name which chain: the harness (``refs/reef/chain``, ``r<N>``)
+    or reefd's weights (``refs/reef/weights``, ``w<N>``)."""
+
+    def __init__(self, git_dir: Path, *, ref: str = CHAIN_REF, tag_prefix: str = "r") -> None:
         self.git_dir = git_dir
+        self.ref = ref
+        self.tag_prefix = tag_prefix
         self._repo: git.Repo | None = None
 
     # ------------------------------------------------------------ opening
 
     @classmethod
-    def create(cls, git_dir: Path) -> Chain:
+    def create(cls, git_dir: Path, *, ref: str = CHAIN_REF, tag_prefix: str = "r") -> Chain:
         import git
 
         git.Repo.init(git_dir, bare=True, mkdir=True)
-        return cls(git_dir)
+        return cls(git_dir, ref=ref, tag_prefix=tag_prefix)
 
     @property
     def repo(self) -> git.Repo:
@@ -130,19 +138,19 @@ class Chain:
         import git
 
         try:
-            return str(self.repo.git.rev_parse("--verify", "--quiet", CHAIN_REF + "^{commit}"))
+            return str(self.repo.git.rev_parse("--verify", "--quiet", self.ref + "^{commit}"))
         except git.GitCommandError:
-            ref_file = self.git_dir / CHAIN_REF
+            ref_file = self.git_dir / self.ref
             if ref_file.exists() or self._packed_has_chain():
                 raise ChainCorrupt(
-                    f"{self.git_dir}: {CHAIN_REF} points at no commit",
+                    f"{self.git_dir}: {self.ref} points at no commit",
                     "restore the scenario from a backup",
                 ) from None
             return None
 
     def _packed_has_chain(self) -> bool:
         packed = self.git_dir / "packed-refs"
-        return packed.exists() and CHAIN_REF in packed.read_text(errors="replace")
+        return packed.exists() and self.ref in packed.read_text(errors="replace")
 
     def _meta_of(self, commit: str) -> ReleaseMeta:
         try:
@@ -162,13 +170,13 @@ class Chain:
         out: list[Release] = []
         for commit in self.repo.git.rev_list("--first-parent", head).split():
             meta = self._meta_of(commit)
-            out.append(Release(meta.number, commit, meta))
+            out.append(Release(meta.number, commit, meta, self.tag_prefix))
         out.reverse()
         for expected, release in enumerate(out, start=1):
             if release.number != expected:
                 raise ChainCorrupt(
-                    f"{self.git_dir}: release numbers are not 1..N (found r{release.number} "
-                    f"where r{expected} belongs)",
+                    f"{self.git_dir}: release numbers are not 1..N (found {release.tag} "
+                    f"where {self.tag_prefix}{expected} belongs)",
                     "restore the scenario from a backup",
                 )
         return out
@@ -178,7 +186,7 @@ class Chain:
         if head is None:
             return None
         meta = self._meta_of(head)
-        return Release(meta.number, head, meta)
+        return Release(meta.number, head, meta, self.tag_prefix)
 
     def served(self) -> Release | None:
         """The newest live release: what agents get. Pending releases wait for promote."""
@@ -224,7 +232,7 @@ class Chain:
                     "install one with `reef harness install`, or name a release number",
                 )
             text = str(installed)
-        number = text[1:] if text.startswith("r") else text
+        number = text[len(self.tag_prefix) :] if text.startswith(self.tag_prefix) else text
         if not number.isdigit():
             raise ReleaseNotFound(
                 f"{spec!r} is not a release",
@@ -232,8 +240,10 @@ class Chain:
             )
         index = int(number)
         if not 1 <= index <= len(releases):
+            prefix = self.tag_prefix
             raise ReleaseNotFound(
-                f"release r{index} does not exist (this scenario has r1..r{len(releases)})",
+                f"release {prefix}{index} does not exist (this scenario has {prefix}1.."
+                f"{prefix}{len(releases)})",
                 "list releases with `reef harness versions`",
             )
         return releases[index - 1]
@@ -289,11 +299,11 @@ class Chain:
             )
             commit = self._write_commit(files, meta, old)
             if self._compare_and_swap(commit, old):
-                release = Release(number, commit, meta)
+                release = Release(number, commit, meta, self.tag_prefix)
                 self._repair_tags()
                 return release
             time.sleep(random.uniform(0.005, 0.05) * (1 + attempt))
-        lock = self.git_dir / (CHAIN_REF + ".lock")
+        lock = self.git_dir / (self.ref + ".lock")
         if lock.exists():
             raise ChainConflict(
                 f"the release chain is locked by {lock}; gave up after {retries + 1} tries",
@@ -316,7 +326,7 @@ class Chain:
         lines.append(b"author " + AUTHOR + b" %d +0000" % stamp)
         lines.append(b"committer " + AUTHOR + b" %d +0000" % stamp)
         summary = meta.reason.splitlines()[0][:200] if meta.reason.strip() else meta.source
-        message = f"r{meta.number}: {summary}\n".encode()
+        message = f"{self.tag_prefix}{meta.number}: {summary}\n".encode()
         return self._store(b"commit", b"\n".join(lines) + b"\n\n" + message)
 
     def _write_tree(self, blobs: Mapping[str, bytes]) -> str:
@@ -355,13 +365,13 @@ class Chain:
         """Move the chain ref from ``old`` to ``new`` atomically; False if someone beat us."""
         import subprocess
 
-        lock = self.git_dir / (CHAIN_REF + ".lock")
+        lock = self.git_dir / (self.ref + ".lock")
         # In a session of its own: a publisher killed with its process group (Ctrl-C, a
         # job runner's SIGKILL) must not take git down while it holds the ref's lock —
         # git finishes its few milliseconds alone and the lock goes with it.
         argv = ["git", "--git-dir", str(self.git_dir), "update-ref", "-m", "reef publish"]
         done = subprocess.run(
-            [*argv, CHAIN_REF, new, old or ZERO],
+            [*argv, self.ref, new, old or ZERO],
             capture_output=True,
             text=True,
             start_new_session=True,
