@@ -1,0 +1,137 @@
+"""What every weight sync is: push a named tensor set into a running engine, as a version.
+
+Four ways (``mode``): ``dist`` (a torch.distributed broadcast, gloo or nccl), ``ipc``
+(shared memory / CUDA IPC handles over HTTP), ``disk`` (a safetensors file the engine
+reads) and ``lora`` (a peft adapter directory). All four share one failure rule, which
+the daemon relies on: a failure before anything reached the engine raises
+``EngineError`` (the engine still serves what it served); a failure after the engine may
+have applied part of the update raises ``EngineInconsistent`` (its weights are neither
+old nor new until the served release is reloaded from disk).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reef_cli.core.errors import ConfigError, EngineError, EngineInconsistent, ReefError
+from reefd.sync.buckets import DEFAULT_BUCKET_BYTES
+from reefd.sync.group import DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from reefd.engine.client import EngineClient
+
+log = logging.getLogger(__name__)
+MODES = ("dist", "ipc", "disk", "lora")
+RELOAD_HINT = (
+    "the engine's weights are mixed: reload the served weight release from disk "
+    "(reefd does so before it trains or swaps again)"
+)
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass
+class SyncStats:
+    mode: str
+    bytes: int
+    seconds: float
+    buckets: int
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes / 1e9 / self.seconds if self.seconds > 0 else 0.0
+
+
+class WeightSync(Protocol):
+    mode: str
+
+    def push(self, tensors: Mapping[str, Any], version: str) -> SyncStats: ...
+
+    def close(self) -> None: ...
+
+
+def make_sync(
+    mode: str,
+    client: EngineClient,
+    *,
+    backend: str = "gloo",
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+    work_dir: Path | str | None = None,
+    master_address: str = "127.0.0.1",
+    lora_config: Mapping[str, Any] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> WeightSync:
+    """The sync for ``mode``; disk and lora need ``work_dir`` (where the files go)."""
+    if mode == "dist":
+        from reefd.sync.dist import DistSync
+
+        return DistSync(
+            client,
+            backend=backend,
+            bucket_bytes=bucket_bytes,
+            master_address=master_address,
+            timeout=timeout,
+        )
+    if mode == "ipc":
+        from reefd.sync.ipc import IpcSync
+
+        return IpcSync(client, bucket_bytes=bucket_bytes)
+    if mode in ("disk", "lora"):
+        if work_dir is None:
+            raise ConfigError(f"weight sync {mode!r} needs a work directory for its files")
+        if mode == "disk":
+            from reefd.sync.disk import DiskSync
+
+            return DiskSync(client, work_dir=Path(work_dir))
+        from reefd.sync.lora import LoraSync
+
+        return LoraSync(client, work_dir=Path(work_dir), lora_config=lora_config)
+    raise ConfigError(f"unknown weight sync mode {mode!r}", f"use one of {', '.join(MODES)}")
+
+
+def reason(exc: BaseException) -> str:
+    """One line for any exception: a ReefError's message, else type and text."""
+    text = exc.message if isinstance(exc, ReefError) else f"{type(exc).__name__}: {exc}"
+    line = " ".join(str(text).split())
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def failed(mode: str, version: str, exc: BaseException, *, reached: bool) -> EngineError:
+    """The error a push raises: inconsistent once the engine may hold part of it."""
+    if reached:
+        return EngineInconsistent(
+            f"weight update to {version} ({mode}) failed midway: {reason(exc)}", RELOAD_HINT
+        )
+    if isinstance(exc, EngineError) and not isinstance(exc, EngineInconsistent):
+        return EngineError(
+            f"weight update to {version} ({mode}) not started: {exc.message}", exc.hint
+        )
+    return EngineError(f"weight update to {version} ({mode}) not started: {reason(exc)}")
+
+
+def version_dir(work_dir: Path, version: str) -> Path:
+    """``work_dir/<version>``; a version is a plain name (``base``, ``w3``), never a path."""
+    if not _VERSION.fullmatch(version):
+        raise ConfigError(f"weight version {version!r} is not a plain name like w3")
+    return work_dir / version
+
+
+def total_bytes(tensors: Mapping[str, Any]) -> int:
+    return sum(int(t.numel()) * int(t.element_size()) for t in tensors.values())
+
+
+def flush(client: EngineClient) -> None:
+    """The cache flush after an update, retried while the engine is busy (400).
+
+    Not a failure when it stays busy: the update itself asked the engine to flush
+    (``flush_cache`` on its last request), which SGLang does under its update lock, with
+    no generation running; this second flush only covers an engine that ignores it, and
+    under steady traffic it may never find the engine idle."""
+    try:
+        client.flush_cache()
+    except EngineError as exc:
+        log.warning("cache not flushed after the weight update: %s", exc.message)
