@@ -1,0 +1,45 @@
+"""What a weight recipe gives the trainer: samples with an advantage, and what it used.
+
+A recipe reads records (and reports) from the store, keeps those that may train the
+current weights (``eligibility.eligible``), gives each an advantage and returns a
+``Batch``. The daemon trains on ``samples`` and, once the batch is spent (trained on,
+or looked at by the gate and rejected), adds ``consumed`` to the record ids it never
+offers the recipe again; ``dropped`` (also in ``consumed``) are records that can never
+train (stale, spanned a swap, failed) and may be consumed even while waiting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reef_cli.core.records import RecordStore
+from reefd.recipes.eligibility import Counts
+
+
+@dataclass
+class Sample:
+    """One trainable response: token ids and the advantage on every response token."""
+
+    record_id: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    advantage: float
+    old_logprobs: list[float] | None = None  # the engine's, when its token ids are used
+
+
+@dataclass
+class Batch:
+    samples: list[Sample]
+    counts: Counts
+    consumed: list[str]  # record ids spent once this batch is (samples' and dropped ones)
+    dropped: list[str] = field(default_factory=list)  # never trainable: consume at any time
+
+
+class WeightRecipe(Protocol):
+    name: str
+    state: dict[str, Any]  # JSON the daemon persists and hands back (``state.update``)
+
+    def batch(
+        self, store: RecordStore, scenario: str, current_version: str, consumed: set[str]
+    ) -> Batch: ...
