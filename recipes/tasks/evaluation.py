@@ -8,6 +8,7 @@ number behind it. A run with no score is an outage: the evaluation is ``invalid`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from recipes.tasks.model import Task, TaskSet
 from recipes.tasks.scoring import TaskRun
@@ -16,16 +17,18 @@ from reef_cli.core.evaluation import Outcome, decide
 RunTask = Callable[[dict[str, str], Task], TaskRun]
 Progress = Callable[[str, float | None], None]
 Scores = dict[str, list[float | None]]
+Side = TypeVar("Side")  # what one side is: a harness tree here, weights in reefd's gate
 
 
 def run_side(
-    files: dict[str, str],
+    files: Side,
     tasks: Sequence[Task],
     repeats: int,
-    run_task: RunTask,
+    run_task: Callable[[Side, Task], TaskRun],
     on_run: Callable[[Task], None] | None = None,
 ) -> tuple[Scores, Scores]:
-    """(scores, lenient scores) of one tree: task id -> one value per repeat."""
+    """(scores, lenient scores) of one side (a tree, or whatever ``run_task`` runs):
+    task id -> one value per repeat."""
     scores: Scores = {}
     lenient: Scores = {}
     for task in tasks:
