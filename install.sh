@@ -8,18 +8,20 @@
 #                           main job: `reef quickstart` (no API key, no server to start)
 #   ./install.sh --run --lite    the same on the lite model (SmolLM2-135M, 94 MB) only
 #   ./install.sh --tour     install, then run the 5-minute tour (scripts/tour.sh)
-#   ./install.sh --dev      also install the test tools (the lite model only)
+#   ./install.sh --dev      also install the test tools and reefd's CPU stack (lite model)
+#   ./install.sh --reefd    also install reefd's CPU stack (torch 2.13.0, transformers, peft)
 #   ./install.sh --dev --check   install test tools, then run every check CI runs
 set -euo pipefail
 cd "$(dirname "$0")"
 
-DEV=0 TOUR=0 CHECK=0 RUN=0 LITE=0
+DEV=0 TOUR=0 CHECK=0 RUN=0 LITE=0 REEFD=0
 for arg in "$@"; do
   case "$arg" in
     --dev) DEV=1 ;;
     --tour) TOUR=1 ;;
     --run) RUN=1 ;;
     --lite) LITE=1 ;;
+    --reefd) REEFD=1 ;;
     --check) CHECK=1 DEV=1 ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (fix: see ./install.sh --help)" >&2; exit 2 ;;
@@ -74,7 +76,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 EXTRAS=""
-[ "$DEV" = 1 ] && EXTRAS="[dev,tasks]"
+[ "$REEFD" = 1 ] && EXTRAS="[reefd]"
+[ "$DEV" = 1 ] && EXTRAS="[dev,tasks,reefd]"
 say "pip install -e .$EXTRAS"
 "${PIP[@]}" install -e ".$EXTRAS"
 

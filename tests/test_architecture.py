@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "sandbox": {"reef_cli.core"},
     "recipes": {"reef_cli.core", "reef_cli.server", "sandbox", "adapters"},
     "reefd": {"reef_cli.core", "reef_cli.server", "recipes"},
-    "reef_cli.cli": {"reef_cli.core", "reef_cli.server", "recipes", "adapters", "sandbox"},
+    "reef_cli.cli": {"reef_cli.core", "reef_cli.server", "recipes", "adapters", "sandbox", "reefd"},
 }
 PACKAGES = (
     "reef_cli.core",

@@ -37,11 +37,11 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def error_line(text: str) -> None:
+def error_line(text: str, prog: str = "reef") -> None:
     """The one red line a failed command prints on stderr."""
     from rich.markup import escape
 
-    err_console().print(f"[bold red]reef: error:[/] {escape(text)}", soft_wrap=True)
+    err_console().print(f"[bold red]{prog}: error:[/] {escape(text)}", soft_wrap=True)
 
 
 def warn(text: str) -> None:

@@ -42,7 +42,7 @@ class ReefGroup(TyperGroup):
         except ReefError as exc:
             from reef_cli.cli._output import error_line
 
-            error_line(exc.one_line())
+            error_line(exc.one_line(), prog=ctx.find_root().info_name or "reef")
             raise typer.Exit(exc.exit_code) from None
 
 

@@ -1,13 +1,141 @@
-"""Entry point `reefd` (the GPU daemon is not part of this Reef version yet)."""
+"""`reefd`: start, status and stop the GPU daemon; list and roll back weight releases.
+
+A thin shell over ``reefd.daemon``, ``reefd.state`` and ``reefd.weights``. Nothing here
+imports torch: `reefd --help` and `reefd status` work without the ``reef[reefd]`` extra,
+and `reefd start` without it is one line naming the install (exit 2).
+"""
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from reef_cli.cli._common import JsonOpt
+from reef_cli.cli.main import ReefGroup
+
+app = typer.Typer(
+    name="reefd",
+    cls=ReefGroup,
+    help="reefd: train the served model from scored records and hot-swap its weights behind "
+    "Reef's proxy (DESIGN §10).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.command()
+def start(
+    config_file: Path = typer.Option(
+        Path("reefd.yaml"), "-c", "--config", help="the daemon's settings (docs/reefd.md)"
+    ),
+) -> None:
+    """Launch (or attach) the engine, serve it through Reef's proxy, train and swap weights.
+
+    Runs in the foreground until SIGTERM or Ctrl-C (`reefd stop` from another shell)."""
+    from reef_cli.core.errors import ServeError
+    from reefd import config, daemon, state
+    from reefd._torch import require
+
+    require("torch")  # before reading anything: a machine without the extra learns it first
+    require("transformers")
+    running = state.status()
+    if running.get("running"):
+        raise ServeError(
+            f"reefd already runs here (pid {running.get('pid')})",
+            "stop it with `reefd stop`, or use another REEF_HOME",
+        )
+    daemon.run(config.load(config_file))
+
+
+@app.command()
+def status(json_out: JsonOpt = False) -> None:
+    """Whether reefd runs here: engine, weight version, consistency, the last round."""
+    from reef_cli.cli._output import console, print_json
+    from reefd import state
+
+    info = state.status()
+    if json_out:
+        print_json(info)
+    else:
+        console().print(_status_text(info))
+    if not info.get("running"):
+        raise typer.Exit(1)
+
+
+def _status_text(info: dict[str, Any]) -> str:
+    if not info.get("running"):
+        return "reefd: not running"
+    engine = info.get("engine") or {}
+    lines = [
+        f"reefd: running (pid {info.get('pid')}), proxy {info.get('proxy')}",
+        f"engine: {engine.get('kind')} at {engine.get('url')}, weights "
+        f"{engine.get('weight_version')}"
+        + (
+            ""
+            if engine.get("consistent")
+            else " — INCONSISTENT: " + str(engine.get("inconsistent_reason"))
+        ),
+        f"recipe: {info.get('recipe')} (sync {info.get('sync')}), rounds {info.get('rounds')}, "
+        f"published {info.get('published')}",
+        "records: " + ", ".join(f"{k} {v}" for k, v in sorted((info.get("counts") or {}).items())),
+    ]
+    last = info.get("last") or {}
+    if last:
+        lines.append(f"last round: {last.get('state')} — {last.get('reason', '')}")
+    return "\n".join(lines)
+
+
+@app.command()
+def stop() -> None:
+    """Stop the daemon of this state dir (its engine and proxy stop with it)."""
+    from reef_cli.cli._output import console
+    from reefd import state
+
+    if state.stop():
+        console().print("reefd: stopped")
+    else:
+        console().print("reefd: not running")
+
+
+@app.command()
+def versions(
+    scenario: str = typer.Option("default", "--scenario", help="the scenario's weight chain"),
+    json_out: JsonOpt = False,
+) -> None:
+    """The weight releases (w1, w2, …) of a scenario, oldest first."""
+    from reef_cli.cli._output import console, print_json
+    from reefd.weights import WeightChain
+
+    chain = WeightChain.for_scenario(scenario)
+    releases = chain.releases()
+    if json_out:
+        print_json([r.to_json() for r in releases])
+        return
+    if not releases:
+        console().print(f"{scenario}: no weight releases yet (the base weights are served)")
+        return
+    for r in releases:
+        gate = r.meta.gate or {}
+        console().print(f"{r.tag}  {r.meta.created_at}  {r.meta.source}  {gate.get('verdict', '')}")
+
+
+@app.command()
+def rollback(
+    number: int = typer.Argument(..., help="the weight release to serve again (w<N>: N)"),
+    scenario: str = typer.Option("default", "--scenario", help="the scenario's weight chain"),
+) -> None:
+    """Republish weight release N as a new release; a running reefd swaps it in."""
+    from reef_cli.cli._output import console
+    from reefd.weights import WeightChain
+
+    release = WeightChain.for_scenario(scenario).rollback(number, reason=f"rollback to w{number}")
+    console().print(f"{release.tag}: the weights of w{number}, served by reefd within a round")
 
 
 def run() -> None:
-    sys.stderr.write(
-        "reefd: the GPU daemon is not part of this Reef version yet "
-        "(fix: use `reef` for harness releases; see README)\n"
-    )
-    sys.exit(2)
+    app(prog_name="reefd")
