@@ -94,6 +94,19 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """In the engine, before exec: SIGTERM when reefd dies, however it dies (a SIGKILLed
+    daemon must not leave an engine holding its port and its memory). Linux only."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _start(
     argv: list[str], *, url: str, kind: str, what: str, log_path: Path | None, timeout: float
 ) -> EngineProcess:
@@ -109,6 +122,7 @@ def _start(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     engine = EngineProcess(url, proc, kind, log_path)
     deadline = time.monotonic() + timeout

@@ -118,7 +118,16 @@ def test_plot_without_matplotlib_names_the_extra(
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     line = reef_fails(
-        "eval", "-s", "demo", "--tasks", str(setup), "-r", "1,2", "--plot", str(tmp_path / "x.png")
+        "eval",
+        "-s",
+        "demo",
+        "--tasks",
+        str(setup),
+        "-r",
+        "1,2",
+        "--plot",
+        str(tmp_path / "x.png"),
+        code=2,  # ExtraMissing: a missing install, like a usage error
     )
     assert "matplotlib" in line and "pip install 'reef[tasks]'" in line
     assert not (tmp_path / "x.png").exists()

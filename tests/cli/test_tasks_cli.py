@@ -96,7 +96,7 @@ def test_a_missing_extra_is_extra_missing(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "reasoning_gym", None)
     out = tmp_path / "T.yaml"
     args = ["tasks", "make", "reasoning-gym", "--datasets", "chain_sum", "-o", str(out)]
-    line = reef_fails(*args, code=1)
+    line = reef_fails(*args, code=2)
     assert "pip install 'reef[tasks]'" in line
     assert not out.exists()
 

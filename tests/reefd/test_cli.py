@@ -152,7 +152,11 @@ def test_reefd_start_status_stop_as_processes(tmp_path: Path) -> None:
         assert not Path(f"/proc/{engine_pid}").exists() or _zombie(engine_pid)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            proc.terminate()  # reefd stops its engine on SIGTERM
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _zombie(pid: int) -> bool:

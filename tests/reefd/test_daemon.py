@@ -253,3 +253,38 @@ def test_a_failed_swap_marks_the_engine_inconsistent_until_reloaded(
     d.tick()
     assert d.weights.consistent and d.client.weight_version() == "w1"
     assert d.client.checksum() == state_checksum(d.trainer.served_weights())
+
+
+def test_a_broadcast_that_breaks_midway_shows_as_inconsistent_in_reefd_status(
+    daemon: Daemon,
+) -> None:
+    """A real failure, not a stand-in: the daemon pushes over gloo into a fake SGLang that
+    drops the connection on the second bucket."""
+    from reef_cli.cli.reefd import _status_text
+    from reefd.engine.client import EngineClient
+    from reefd.sync.dist import DistSync
+    from tests.fakes.fake_sglang import FakeSGLang
+
+    d = daemon
+    _scored_batch(d)
+    with FakeSGLang(group_timeout=10, fail_update_at=2, fail_mode="break") as fake:
+        real_sync = d.sync
+        d.sync = DistSync(EngineClient(fake.url), backend="gloo", bucket_bytes=64 * 1024)
+        try:
+            result = d.tick()
+        finally:
+            d.sync.close()
+            d.sync = real_sync
+        assert result.state == "failed", result
+        calls = fake.endpoints()
+        assert calls.index("/init_weights_update_group") < calls.index(
+            "/update_weights_from_distributed"
+        )
+        assert calls.count("/update_weights_from_distributed") == 2  # broke on the second
+    status = json.loads(state.state_file().read_text())
+    assert status["engine"]["consistent"] is False
+    assert "w1" in status["engine"]["inconsistent_reason"]
+    assert "INCONSISTENT" in _status_text({"running": True, **status})
+    # The next round reloads the published w1 from disk into the real engine.
+    d.tick()
+    assert d.weights.consistent and d.client.weight_version() == "w1"

@@ -86,3 +86,39 @@ def test_log_tail_skips_blank_lines_and_progress_bars(tmp_path: Path) -> None:
     log.write_text("one\n\n 10%\r 50%\r100%\nboom: it broke\n\n")
     assert launch.log_tail(log, 3) == ["50%", "100%", "boom: it broke"]
     assert launch.log_tail(tmp_path / "missing.log") == []
+
+
+def test_an_engine_dies_with_the_process_that_launched_it(tmp_path: Path) -> None:
+    """A SIGKILLed reefd leaves no engine behind (PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "from reefd.engine.launch import launch_torch\n"
+        "e = launch_torch('tiny', host='127.0.0.1')\n"
+        "print(e.proc.pid, flush=True)\n"
+        "import time; time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        engine_pid = int(parent.stdout.readline())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while not _gone(engine_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(engine_pid)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _gone(pid: int) -> bool:
+    """Exited (no process, or a zombie waiting for its reaper)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
