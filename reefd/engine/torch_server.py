@@ -294,14 +294,16 @@ class Engine:
         return True, f"loaded {len(tensors)} tensors"
 
     def _receive_buffer(self, specs: list[Any]) -> Any:
-        """A uint8 buffer of the bucket's size, reused while the size stays the same (the
-        worker copies it into the weights before it takes the next update)."""
+        """A uint8 buffer of the bucket's size: a view of one buffer kept between buckets
+        and updates, grown to the largest bucket seen (buckets differ in size, and a fresh
+        allocation pays a page fault per 4 KiB). The worker copies it into the weights
+        before it takes the next update, so one buffer is enough."""
         size = sum(spec.nbytes() for spec in specs)
         cached = getattr(self, "_buffer", None)
-        if cached is None or cached.numel() != size:
+        if cached is None or cached.numel() < size:
             torch = require("torch")
             cached = self._buffer = torch.empty(size, dtype=torch.uint8, device=self.device)
-        return cached
+        return cached[:size]
 
     def update_distributed(self, body: dict[str, Any]) -> tuple[bool, str]:
         name = str(body.get("group_name") or "")

@@ -6,12 +6,15 @@ sent from a thread while this thread runs the collective:
 
 1. first push only: ``/init_weights_update_group`` (in a thread) while the trainer joins
    as rank 0 of ``1 + tp_size`` ranks (the engine's ranks follow it);
-2. per bucket: ``/update_weights_from_distributed`` (in a thread) naming the bucket's
+2. ``/pause_generation``: no generation may run on half-updated weights between buckets
+   (they wait; ``/continue_generation`` follows the push, however it ends);
+3. per bucket: ``/update_weights_from_distributed`` (in a thread) naming the bucket's
    tensors, then the broadcast of the bucket as one flat tensor; the request returns
    when the engine has loaded it. The weight version and ``flush_cache: true`` ride on
-   the last bucket (SGLang flushes under its update lock, with no generation running);
-3. ``/flush_cache``, retried while the engine answers 400 (a generation is running);
-4. at ``close()``: ``/destroy_weights_update_group``.
+   the last bucket (overlapping a bucket's staging with the engine's copy of the one
+   before was measured slower on a 2-core host: both copies fight for the cores);
+4. ``/continue_generation``, then ``/flush_cache``, retried while the engine answers 400;
+5. at ``close()``: ``/destroy_weights_update_group``.
 
 A flat bucket travels as bytes (a uint8 view of the flat tensor): that is how SGLang's
 receiver allocates it (``FlattenedTensorBucket`` is uint8, any dtype mix), and NCCL wants
@@ -65,6 +68,15 @@ class _Background:
         if self.error is not None:
             raise self.error
         return self.result
+
+
+def _resume(client: Any) -> None:
+    """Generation continues after a push, whatever happened to it (a resume that fails
+    leaves the engine paused: said loudly, since requests would wait)."""
+    try:
+        client.continue_generation()
+    except EngineError as exc:
+        log.error("engine generation not resumed after a weight push: %s", exc.message)
 
 
 def free_port(host: str) -> int:
@@ -170,12 +182,14 @@ class DistSync:
 
     def push(self, tensors: Mapping[str, Any], version: str) -> SyncStats:
         start = time.perf_counter()
-        sent = False
+        sent = paused = False
         try:
             if not tensors:
                 raise EngineError("no tensors to push")
             buckets = plan([spec_of(n, t) for n, t in tensors.items()], self.bucket_bytes)
             self.connect()
+            self.client.pause_generation()
+            paused = True
             for index, bucket in enumerate(buckets):
                 payload = self._payload(tensors, bucket)
                 last = index == len(buckets) - 1
@@ -201,9 +215,12 @@ class DistSync:
                     raise
                 request.wait(self.client.timeout + _SETTLE, "/update_weights_from_distributed")
         except Exception as exc:
+            if paused:
+                _resume(self.client)
             if sent:
                 self._drop()
             raise failed(self.mode, version, exc, reached=sent) from exc
+        _resume(self.client)
         flush(self.client)
         nbytes = sum(spec.nbytes() for bucket in buckets for spec in bucket)
         return SyncStats(self.mode, nbytes, time.perf_counter() - start, len(buckets))

@@ -67,7 +67,9 @@ def test_order_and_fields(fake: FakeSGLang) -> None:
     assert fake.endpoints() == [
         "/server_info",
         "/init_weights_update_group",
+        "/pause_generation",  # no generation on half-updated weights between buckets
         *[UPDATE] * n,
+        "/continue_generation",
         "/flush_cache",  # 400
         "/flush_cache",  # 400
         "/flush_cache",  # 200
