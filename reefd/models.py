@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reef_cli.core.errors import ConfigError, ModelError
+from reef_cli.server.translate_request import text_of
 from reefd._torch import require
 
 TINY = "tiny"
@@ -244,24 +245,6 @@ def load(spec: str, *, device: str = "cpu", seed: int = 0, dtype: str = "float32
 # --- prompts -----------------------------------------------------------------------------
 
 
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text"):
-                texts.append(str(part.get("text", "")))
-            elif isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict):
-                texts.append(f"[{part.get('type', 'part')} omitted]")
-        return "\n".join(texts)
-    return str(content)
-
-
 def messages_of(request: Mapping[str, Any]) -> list[dict[str, str]]:
     """An OpenAI chat request's messages as plain ``{role, content}`` text: content parts
     joined by newlines, ``developer`` as ``system``, assistant tool calls as JSON lines."""
@@ -272,7 +255,7 @@ def messages_of(request: Mapping[str, Any]) -> list[dict[str, str]]:
         role = str(message.get("role") or "user")
         if role == "developer":
             role = "system"
-        text = _text_of(message.get("content"))
+        text = text_of(message.get("content"))
         calls = message.get("tool_calls")
         if role == "assistant" and isinstance(calls, list):
             lines = [

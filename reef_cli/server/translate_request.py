@@ -13,8 +13,8 @@ from typing import Any
 DEFAULT_MAX_TOKENS = 4096
 
 
-def _text_of(content: Any) -> str:
-    """Flatten string-or-blocks content to text."""
+def text_of(content: Any) -> str:
+    """Flatten string-or-blocks content to text (OpenAI parts or Anthropic blocks)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -56,7 +56,7 @@ def _a_user_to_o(content: Any) -> list[dict[str, Any]]:
             continue
         kind = block.get("type")
         if kind == "tool_result":
-            text = _text_of(block.get("content"))
+            text = text_of(block.get("content"))
             if block.get("is_error"):
                 text = f"[tool error] {text}"
             out.append(
@@ -67,7 +67,7 @@ def _a_user_to_o(content: Any) -> list[dict[str, Any]]:
         elif kind == "image":
             parts.append(_a_image_to_o(block))
         elif kind == "document":
-            parts.append({"type": "text", "text": _text_of([block.get("source") or {}])})
+            parts.append({"type": "text", "text": text_of([block.get("source") or {}])})
     if parts:
         if all(p["type"] == "text" for p in parts):
             out.append({"role": "user", "content": "\n".join(p["text"] for p in parts)})
@@ -131,7 +131,7 @@ def anthropic_to_openai(body: dict[str, Any], model: str | None = None) -> dict[
     messages: list[dict[str, Any]] = []
     system = body.get("system")
     if system:
-        messages.append({"role": "system", "content": _text_of(system)})
+        messages.append({"role": "system", "content": text_of(system)})
     for msg in body.get("messages") or []:
         if not isinstance(msg, dict):
             continue
@@ -139,7 +139,7 @@ def anthropic_to_openai(body: dict[str, Any], model: str | None = None) -> dict[
         if role == "assistant":
             messages.append(_a_assistant_to_o(msg.get("content")))
         elif role == "system":
-            messages.append({"role": "system", "content": _text_of(msg.get("content"))})
+            messages.append({"role": "system", "content": text_of(msg.get("content"))})
         else:
             messages.extend(_a_user_to_o(msg.get("content")))
     out: dict[str, Any] = {"model": model or body.get("model"), "messages": messages}
@@ -257,7 +257,7 @@ def openai_to_anthropic(body: dict[str, Any], model: str | None = None) -> dict[
             continue
         role = msg.get("role")
         if role in ("system", "developer"):
-            text = _text_of(msg.get("content"))
+            text = text_of(msg.get("content"))
             if not started:
                 system_parts.append(text)
             else:  # mid-conversation system message: keep its place, as a user-side note
@@ -287,7 +287,7 @@ def openai_to_anthropic(body: dict[str, Any], model: str | None = None) -> dict[
                     {
                         "type": "tool_result",
                         "tool_use_id": msg.get("tool_call_id", ""),
-                        "content": _text_of(msg.get("content")),
+                        "content": text_of(msg.get("content")),
                     }
                 ],
             )
