@@ -169,9 +169,14 @@ def counted(stack: Live, scenario: str = "shop", **expected: int) -> bool:
 
 
 def wait_for(predicate: Callable[[], Any], what: str, deadline_s: float = 90) -> Any:
+    """Poll ``predicate``; a state file that has no such part yet (``next_trigger`` is
+    null before the first count) is "not yet", not a failure."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        value = predicate()
+        try:
+            value = predicate()
+        except (KeyError, TypeError):
+            value = None
         if value:
             return value
         time.sleep(0.02)
