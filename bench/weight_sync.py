@@ -1,7 +1,7 @@
 """How fast reefd moves weights into a serving engine, measured side by side in one run.
 
     .venv/bin/python bench/weight_sync.py [--small] [--device cpu|cuda] [--backend gloo|nccl]
-        [--rounds 3] [--bucket-mb 64] [--clients 2] [--pause-window 3] [--no-pause] [--threads N]
+        [--rounds 3] [--bucket-mb 256] [--clients 2] [--pause-window 3] [--no-pause] [--threads N]
 
 Two processes: this one is the trainer; a subprocess serves reefd's torch engine
 (reefd.engine.torch_server) with a random-init model of SmolLM2-135M's shape
@@ -275,8 +275,10 @@ def trainer(args: argparse.Namespace) -> None:
     if args.backend == "nccl":
         device = "cuda:0"
     print(provenance("weight_sync.py"), end="\n\n")
-    tensors = tensor_set(args.small, device)
-    nbytes = unique_bytes(tensors)
+    nbytes = unique_bytes(tensor_set(args.small, device))
+    # Packed as the trainer hands them over (TorchTrainer.served_weights: one buffer per
+    # dtype in name order), so each bucket is broadcast from them with no staging copy.
+    tensors = buckets.pack(tensor_set(args.small, device))
     bucket_bytes = int(args.bucket_mb * 1024 * 1024)
     plan = buckets.plan([buckets.spec_of(n, t) for n, t in tensors.items()], bucket_bytes)
     sent_bytes = sum(s.nbytes() for b in plan for s in b)
@@ -387,7 +389,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--bucket-mb", type=float, default=64)
+    ap.add_argument("--bucket-mb", type=float, default=256)  # reefd.yaml's default
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--pause-window", type=float, default=3.0, help="seconds before/after")
     ap.add_argument("--no-pause", action="store_true", help="leave out the serving pause")

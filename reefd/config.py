@@ -68,7 +68,7 @@ class TrainerConfig(_Section):
 class SyncConfig(_Section):
     mode: Literal["dist", "ipc", "disk", "lora"] = "dist"
     backend: Literal["gloo", "nccl"] = "gloo"
-    bucket_mb: int = Field(64, ge=1, le=16_384)
+    bucket_mb: int = Field(256, ge=1, le=16_384)
     master_address: str = "127.0.0.1"
 
 

@@ -80,6 +80,22 @@ class Generation:
     version: str  # the weights that produced it
 
 
+def _pack_parameters(model: Any) -> None:
+    """Move the model's weights into one flat buffer per dtype, in name order (the order a
+    push cuts its buckets in): a bucket of adjacent names is then one span of it, and is
+    broadcast straight into the weights, with no receive buffer and no copy. Tied weights
+    (one tensor under two names) stay one tensor."""
+    torch = require("torch")
+    targets = models.param_map(model)
+    unique: dict[int, tuple[str, Any]] = {}
+    for name in sorted(targets):
+        unique.setdefault(id(targets[name]), (name, targets[name]))
+    packed = buckets.pack({name: tensor for name, tensor in unique.values()})
+    with torch.no_grad():
+        for name, tensor in unique.values():
+            tensor.data = packed[name]
+
+
 class Engine:
     """The model and everything that touches it; the app is a thin HTTP shell over it."""
 
@@ -99,6 +115,7 @@ class Engine:
         self.tokenizer = loaded.tokenizer
         self.served_name = served_name or loaded.name
         self.device = next(self.model.parameters()).device
+        _pack_parameters(self.model)  # a weight push lands in them in place
         self.base_version = weight_version  # the full weights' version (no adapter)
         self.version = weight_version  # what requests are answered with now
         self.peft: Any = None  # the PeftModel wrapper while adapters are loaded
@@ -293,6 +310,25 @@ class Engine:
             self.version = self.base_version = str(version)
         return True, f"loaded {len(tensors)} tensors"
 
+    def _in_place(self, specs: list[Any]) -> Any | None:
+        """The weights' own bytes for this bucket, when every name exists with its shape
+        and dtype and they lie back to back (``_pack_parameters``); else None."""
+        targets = models.param_map(self.model)
+        for spec in specs:
+            target = targets.get(spec.name)
+            if (
+                target is None
+                or tuple(target.shape) != tuple(spec.shape)
+                or buckets.dtype_name(target.dtype) != spec.dtype
+            ):
+                return None
+        return buckets.span(targets, specs)
+
+    def loaded_in_place(self, specs: list[Any], version: str | None) -> tuple[bool, str]:
+        if version:
+            self.version = self.base_version = str(version)
+        return True, f"loaded {len(specs)} tensors in place"
+
     def _receive_buffer(self, specs: list[Any]) -> Any:
         """A uint8 buffer of the bucket's size: a view of one buffer kept between buckets
         and updates, grown to the largest bucket seen (buckets differ in size, and a fresh
@@ -319,9 +355,12 @@ class Engine:
         load_format = body.get("load_format")
         try:
             if load_format == "flattened_bucket":
-                # The bucket travels as bytes (SGLang's receiver is uint8 too, and NCCL
-                # needs both ends to agree on dtype and count), into a buffer kept between
-                # updates: a fresh one costs a page fault per 4 KiB, most of the push on CPU.
+                in_place = self._in_place(specs)
+                if in_place is not None:  # straight into the weights: nothing to copy
+                    group.broadcast(in_place, src=0)
+                    return self.loaded_in_place(specs, body.get("weight_version"))
+                # Else into a buffer kept between updates, as bytes (SGLang's receiver is
+                # uint8 too, and NCCL needs both ends to agree on dtype and count).
                 flat = self._receive_buffer(specs)
                 group.broadcast(flat, src=0)
                 received = buckets.unflatten(flat.view(buckets.torch_dtype(specs[0].dtype)), specs)

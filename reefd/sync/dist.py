@@ -34,7 +34,7 @@ from reef_cli.core.errors import EngineError
 from reefd._torch import require
 from reefd.sync import group as groups
 from reefd.sync.base import SyncStats, failed, flush, reason
-from reefd.sync.buckets import DEFAULT_BUCKET_BYTES, TensorSpec, flatten, plan, spec_of
+from reefd.sync.buckets import DEFAULT_BUCKET_BYTES, TensorSpec, flatten, plan, span, spec_of
 
 log = logging.getLogger(__name__)
 GROUP_NAME = "reef-weights"
@@ -240,6 +240,10 @@ class DistSync:
         )
         if self.load_format != "flattened_bucket":
             return [p.contiguous() if device is None else p.to(device).contiguous() for p in parts]
+        if device is None or parts[0].device == device:
+            packed = span(tensors, bucket)  # packed weights (buckets.pack): no copy at all
+            if packed is not None:
+                return [packed]
         if len(parts) == 1 and (device is None or parts[0].device == device):
             return [flatten(tensors, bucket).view(torch.uint8)]  # a view when contiguous
         return [self._stage(parts, bucket, device or parts[0].device)]

@@ -308,13 +308,17 @@ class TorchTrainer:
 
     def served_weights(self) -> dict[str, Any]:
         """The weights the engine should serve, by engine name (LoRA merged), as detached
-        CPU copies: what a weight sync pushes and a full release stores."""
+        CPU copies: what a weight sync pushes and a full release stores. The copies are
+        packed (``buckets.pack``: one buffer per dtype, in name order), so a ``dist``
+        push broadcasts each bucket straight from them."""
+        from reefd.sync.buckets import pack
+
         with self.torch.no_grad():
             if self.mode == "lora":
                 state = served_state_dict(self.model)
             else:
                 state = self.model.state_dict()
-            return {name: state[name].detach().to("cpu").clone() for name in self.engine_names}
+            return pack({name: state[name].detach().to("cpu") for name in self.engine_names})
 
     def adapter(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The LoRA adapter as peft saves it: ``(state dict with peft names, config)``."""

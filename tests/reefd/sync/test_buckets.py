@@ -70,3 +70,29 @@ def test_specs_from_request() -> None:
         buckets.specs_from_request([], [], [])
     with pytest.raises(ValueError, match="unknown tensor dtype"):
         buckets.allocate(buckets.specs_from_request(["a"], ["nope"], [[1]]))
+
+
+def test_pack_lays_every_bucket_out_as_one_span() -> None:
+    g = torch.Generator().manual_seed(1)
+    loose = {
+        "b": torch.randn(3, 4, generator=g),
+        "a": torch.randn(5, generator=g),
+        "c": torch.randn(2, generator=g).to(torch.bfloat16),
+        "d": torch.randn(7, generator=g),
+    }
+    packed = buckets.pack(loose)
+    assert list(packed) == list(loose)  # the caller's order; the layout is by name
+    assert all(torch.equal(packed[k], loose[k]) for k in loose)
+    plan = buckets.plan([buckets.spec_of(n, t) for n, t in packed.items()], 1 << 20)
+    assert [[s.name for s in b] for b in plan] == [["a", "b", "d"], ["c"]]
+    for bucket in plan:
+        span = buckets.span(packed, bucket)
+        assert span is not None and span.dtype == torch.uint8
+        assert torch.equal(span, buckets.flatten(packed, bucket).view(torch.uint8))
+    # A span is the tensors' own memory: writing it writes them (an in-place receive).
+    buckets.span(packed, plan[0]).zero_()
+    assert packed["a"].abs().sum() == 0 and packed["b"].abs().sum() == 0
+    # Loose tensors, or a bucket out of layout order, have no span.
+    assert buckets.span(loose, plan[0]) is None
+    shuffled = [plan[0][1], plan[0][0]]
+    assert buckets.span(packed, shuffled) is None

@@ -237,3 +237,31 @@ def test_against_reefds_torch_engine() -> None:
         assert stats.buckets > 1
         assert client.weight_version() == "w1"
         assert client.checksum() == models.state_checksum(sent) != before
+
+
+def test_packed_weights_travel_with_no_copy_at_either_end() -> None:
+    """Packed trainer weights are broadcast from their own memory, and the torch engine
+    receives each bucket straight into its weights (their storage does not move)."""
+    from reef_cli.server.thread import ServerThread
+    from reefd import models
+    from reefd.engine.torch_server import create_engine_app
+
+    loaded = models.load("tiny", seed=0)
+    sent = buckets.pack(
+        {name: torch.randn_like(t) for name, t in models.param_map(loaded.model).items()}
+    )
+    app = create_engine_app(loaded, group_timeout=10)
+    where = {n: t.data_ptr() for n, t in models.param_map(loaded.model).items()}
+    with ServerThread(app) as srv:
+        client = EngineClient(srv.url, flush_wait=0.01)
+        sync = DistSync(client, bucket_bytes=128 * 1024, timeout=10)
+        staged: list[Any] = []
+        real_stage = sync._stage
+        sync._stage = lambda *a: staged.append(a) or real_stage(*a)  # type: ignore[method-assign]
+        sync.push(sent, "w1")
+        sync.close()
+        assert staged == []  # every bucket went out as a span of the packed buffers
+        assert client.checksum() == models.state_checksum(sent)
+    after = models.param_map(loaded.model)
+    assert {n: t.data_ptr() for n, t in after.items()} == where  # received in place
+    assert all(torch.equal(after[n], sent[n]) for n in sent)
