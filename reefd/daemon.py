@@ -117,6 +117,10 @@ class Daemon:
 
         self.engine = self._engine()
         self.client = EngineClient(self.engine.url)
+        if cfg.engine.url:
+            # An engine reefd did not start may serve anything (another run's w3, an
+            # adapter): the first round of _follow_chain reloads the chain's served release.
+            self.weights.version = None
         if cfg.trainer.kind == "slime":
             self._start_slime()
             self.proxy = self._proxy()

@@ -56,8 +56,30 @@ def _write_tasks(path: Path, pattern: str) -> None:
     path.write_text(yaml.safe_dump({"method": "bootstrap", "repeats": 1, "tasks": tasks}))
 
 
+@pytest.fixture(scope="module")
+def shared_engine() -> Iterator[Any]:
+    """One torch engine for the tests that do not check its process: each daemon attaches
+    and, as with any engine it did not start, reloads its chain's served weights first."""
+    from reefd.engine.launch import launch_torch
+
+    engine = launch_torch("tiny", host="127.0.0.1", seed=3)
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
 @pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[Daemon]:
+def daemon(tmp_path: Path, shared_engine: Any) -> Iterator[Daemon]:
+    d = Daemon(_config(tmp_path, engine={"url": shared_engine.url})).start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture
+def own_daemon(tmp_path: Path) -> Iterator[Daemon]:
     d = Daemon(_config(tmp_path)).start()
     try:
         yield d
@@ -105,10 +127,10 @@ def _record(d: Daemon, receipt: str) -> Any:
     return RecordStore().get(receipt)
 
 
-def test_scored_reports_train_gate_publish_and_swap_with_no_restart(daemon: Daemon) -> None:
+def test_scored_reports_train_gate_publish_and_swap_with_no_restart(own_daemon: Daemon) -> None:
     from reefd.models import state_checksum
 
-    d = daemon
+    d = own_daemon
     assert d.tick().state == "waiting"
     engine_pid = d.engine.proc.pid
     base = d.client.checksum()
