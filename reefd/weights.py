@@ -381,19 +381,12 @@ def _json(data: Any) -> str:
 
 
 def _plain(tensors: Mapping[str, Any]) -> dict[str, Any]:
-    """Detached, contiguous CPU tensors that share no storage (safetensors refuses shared
-    storage, e.g. tied embeddings): a second view of one storage is copied."""
-    out: dict[str, Any] = {}
-    seen: set[int] = set()
-    for name in sorted(tensors):
-        tensor = tensors[name].detach().to("cpu").contiguous()
-        pointer = tensor.untyped_storage().data_ptr()
-        if tensor.numel() and pointer in seen:
-            tensor = tensor.clone()
-        elif tensor.numel():
-            seen.add(pointer)
-        out[name] = tensor
-    return out
+    """Detached, contiguous CPU tensors that share no storage, in name order: what
+    safetensors writes (``reefd.sync.disk.savable``: tied embeddings and packed weights
+    share storage, and safetensors refuses that)."""
+    from reefd.sync.disk import savable
+
+    return savable({name: tensors[name] for name in sorted(tensors)})
 
 
 def _file_sha(path: Path) -> tuple[str, int]:
