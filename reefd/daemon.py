@@ -78,6 +78,7 @@ class Daemon:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._served_answers: dict[str, dict[str, str | None]] = {}
+        self._idle: tuple[list[Any], Round] | None = None  # (probe, the waiting round)
         self.engine: Any = None
         self.proxy: Any = None
         self.sync: Any = None
@@ -109,6 +110,7 @@ class Daemon:
         self._load_tasks = load_tasks
         self.tasks = self._gate_tasks()
         scenario = scenarios.get_or_create(cfg.scenario)
+        self.scenario_dir = scenario.path
         self.chain = WeightChain(scenario.chain_dir)
         self.store = RecordStore()
         self.work_dir = paths.ensure_private_dir(paths.state_dir() / "reefd" / cfg.scenario)
@@ -291,16 +293,22 @@ class Daemon:
         if not self.weights.consistent:
             return Round("inconsistent", self.inconsistent_reason or "engine inconsistent")
         version = self.weights.version or BASE
+        probe = self._probe()
+        if self._idle is not None and self._idle[0] == probe:
+            return self._idle[1]  # nothing new since a round that had too little
         batch = self.recipe.batch(self.store, self.config.scenario, version, self.consumed)
         self._count(batch.counts)
         if len(batch.samples) < self.config.recipe.batch_size:
             if batch.dropped:  # never trainable: counted once, not again every round
                 self._consume(list(batch.dropped))
-            return Round(
+            waiting = Round(
                 "waiting",
                 f"{len(batch.samples)} of {self.config.recipe.batch_size} eligible records",
                 samples=len(batch.samples),
             )
+            self._idle = (self._probe(), waiting)
+            return waiting
+        self._idle = None
         self._gate_tasks()
         served = self._answers_of_served(version)
         snapshot = self.trainer.snapshot()
@@ -467,6 +475,26 @@ class Daemon:
         self.client.update_weights_from_disk(str(directory), target)
 
     # ------------------------------------------------------------------ bookkeeping
+
+    def _probe(self) -> list[Any]:
+        """Changes whenever a batch could: a new record or report of the scenario (index
+        seeks, not a scan), a publish on either chain, a consumed record, a swap. A
+        round that finds it unchanged since a round with too little skips the recipe,
+        whose batch reads every record of the scenario."""
+        from reef_cli.core import learning_state
+
+        weights_ref = self.scenario_dir / "chain.git" / "refs" / "reef" / "weights"
+        try:
+            weights_stat = weights_ref.stat().st_mtime_ns
+        except OSError:
+            weights_stat = None
+        return [
+            *learning_state.probe(self.store, self.config.scenario, self.scenario_dir, "reefd"),
+            weights_stat,
+            len(self.consumed),
+            self.weights.version,
+            self.weights.consistent,
+        ]
 
     def _count(self, counts: Any) -> None:
         """Exclusions add up over rounds (each record is dropped once); ``seen`` and

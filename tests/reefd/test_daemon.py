@@ -310,3 +310,24 @@ def test_a_broadcast_that_breaks_midway_shows_as_inconsistent_in_reefd_status(
     # The next round reloads the published w1 from disk into the real engine.
     d.tick()
     assert d.weights.consistent and d.client.weight_version() == "w1"
+
+
+def test_an_idle_round_reads_no_records_until_something_changes(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = daemon
+    calls: list[str] = []
+    real_batch = d.recipe.batch
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append("batch")
+        return real_batch(*args, **kwargs)
+
+    monkeypatch.setattr(d.recipe, "batch", counted)
+    assert d.tick().state == "waiting" and len(calls) == 1
+    assert d.tick().state == "waiting" and len(calls) == 1  # nothing new: no scan
+    resp = _ask(d.url, "new?", seed=5)
+    _report(d.url, resp.headers["x-reef-agent-record-id"], 1.0)
+    assert d.flush_records()
+    assert d.tick().state == "waiting" and len(calls) == 2  # a new record and report
+    assert d.tick().samples == 1 and len(calls) == 2
