@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from reef_cli.core import paths
-from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.fsutil import atomic_write_text, read_json_object
 
 STATE_NAME = "reefd.json"
 
@@ -32,11 +32,7 @@ def write(state: dict[str, Any]) -> None:
 
 
 def read() -> dict[str, Any]:
-    try:
-        data = json.loads(state_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_object(state_file())
 
 
 def retire() -> None:

@@ -338,11 +338,9 @@ def _fingerprint(path: Path) -> dict[str, int]:
 
 
 def _read_verified() -> dict[str, Any]:
-    try:
-        data = json.loads(_verified_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    from reef_cli.core.fsutil import read_json_object
+
+    return read_json_object(_verified_file())
 
 
 def _remember(path: Path, sha256: str) -> None:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.fsutil import atomic_write_text, read_json_object
 from reef_cli.core.records import HarvestedSession, Record, RecordStore, now_iso
 from reef_cli.core.reports import StoredReport, list_reports
 from reef_cli.core.secrets import scan_text
@@ -271,11 +271,8 @@ class Mark:
     @classmethod
     def load(cls, scenario_dir: Path, name: str) -> Mark:
         path = scenario_dir / f"{name}.json"
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return cls(path)  # none yet (or unreadable: everything is new, nothing lost)
-        sessions = data.get("sessions") if isinstance(data, dict) else None
+        data = read_json_object(path)  # none yet, or unreadable: everything is new
+        sessions = data.get("sessions")
         if not isinstance(sessions, dict):
             return cls(path)
         return cls(path, {str(k): str(v) for k, v in sessions.items()}, data.get("updated_at"))

@@ -1,10 +1,13 @@
-"""Small filesystem helpers shared by the core: atomic writes, so no file is half-written."""
+"""Small filesystem helpers shared by the core: atomic writes (no file is half-written),
+forgiving reads of state files, and change keys."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -29,3 +32,23 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
 
 def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; ``{}`` when the file is missing, unreadable, not JSON or
+    not an object (state files: a damaged one reads as empty and is rewritten)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def stat_key(path: Path) -> tuple[int, int, int] | None:
+    """``(inode, mtime_ns, size)`` of ``path``, None when it is missing: a cheap "has this
+    file changed" key (a rename onto it changes the inode even within one mtime tick)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)

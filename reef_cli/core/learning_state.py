@@ -17,14 +17,13 @@ cannot trigger a run, so a large one is not recounted until it could.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from reef_cli.core import evidence, scenarios
-from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.fsutil import atomic_write_text, stat_key
 from reef_cli.core.records import RecordStore
 
 STATE_FILE = "learning.json"
@@ -130,14 +129,6 @@ def count(
     return evidence.eligibility(sessions, mark, served=served, max_staleness=max_staleness)
 
 
-def _stat(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
 def probe(store: RecordStore, scenario: str, scenario_dir: Path, mark_name: str) -> list[Any]:
     """Changes whenever a count of ``scenario`` could: a new record or report of it (the
     newest ``created_at`` of each: an index seek, not a scan), a harvested transcript, the
@@ -158,9 +149,9 @@ def probe(store: RecordStore, scenario: str, scenario_dir: Path, mark_name: str)
         records[0],
         reports[0],
         list(harvested),
-        _stat(scenario_dir / CHAIN_REF),
-        _stat(scenario_dir / "chain.git" / "packed-refs"),
-        _stat(scenario_dir / f"{mark_name}.json"),
+        stat_key(scenario_dir / CHAIN_REF),
+        stat_key(scenario_dir / "chain.git" / "packed-refs"),
+        stat_key(scenario_dir / f"{mark_name}.json"),
     ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from reef_cli.core import scenarios
 from reef_cli.core.errors import ReleaseNotFound
-from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.fsutil import atomic_write_text, read_json_object
 from reef_cli.core.records import now_iso
 from reef_cli.core.releases import Release
 
@@ -33,11 +33,7 @@ class Proposal:
 
 def rejected(scenario: scenarios.Scenario) -> dict[int, dict[str, Any]]:
     """``{release: {release, reason, rejected_at, content_hash}}`` from rejected.json."""
-    try:
-        data = json.loads((scenario.path / REJECTED_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    items = data.get("rejected") if isinstance(data, dict) else None
+    items = read_json_object(scenario.path / REJECTED_FILE).get("rejected")
     out: dict[int, dict[str, Any]] = {}
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and isinstance(item.get("release"), int):

@@ -35,7 +35,7 @@ from typing import Any
 from reef_cli.core import paths
 from reef_cli.core.config import load_settings
 from reef_cli.core.errors import ServeError
-from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.fsutil import atomic_write_text, read_json_object
 
 START_TIMEOUT = 60.0
 IDLE_ENV = "REEF_SERVE_IDLE_EXIT"
@@ -73,11 +73,7 @@ def clients_dir() -> Path:
 
 def read_state() -> dict[str, Any]:
     """``serve.json`` as a dict ({} when absent or unreadable)."""
-    try:
-        data = json.loads(state_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_object(state_file())
 
 
 def _pid_of(state: dict[str, Any]) -> int | None:
@@ -127,11 +123,7 @@ def retire(path: Path | None) -> None:
     """Called by `reef serve` as it stops: forget ``serve.json`` if it still names us."""
     if path is None:
         return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if isinstance(data, dict) and data.get("pid") == os.getpid():
+    if read_json_object(path).get("pid") == os.getpid():
         path.unlink(missing_ok=True)
 
 

@@ -12,12 +12,12 @@ is also re-read in the background once it is ``ttl`` seconds old (at least 1 s).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from reef_cli.core import paths, scenarios
+from reef_cli.core.fsutil import stat_key
 from reef_cli.core.scenarios import CHAIN_DIR
 
 CHAIN_REF = "refs/reef/chain"  # the same as core.releases.CHAIN_REF (which imports git)
@@ -63,17 +63,9 @@ def load(scenario: str) -> tuple[Releases, Path]:
     return Releases(served, releases[-1].number if releases else None), found.chain_dir
 
 
-def _stat(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
 def ref_key(chain_dir: Path) -> RefKey:
     """Changes whenever the chain ref moves (cheap: two stats)."""
-    return (_stat(chain_dir / CHAIN_REF), _stat(chain_dir / "packed-refs"))
+    return (stat_key(chain_dir / CHAIN_REF), stat_key(chain_dir / "packed-refs"))
 
 
 @dataclass
