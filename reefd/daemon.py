@@ -27,15 +27,16 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reef_cli.core import paths, scenarios
 from reef_cli.core.errors import ConfigError, EngineError, ReefError, ServeError
 from reef_cli.core.evaluation import Outcome
-from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.fsutil import atomic_write_text, read_json_object, stat_key
 from reef_cli.core.records import RecordStore, now_iso
+from reef_cli.core.releases import WEIGHTS_REF
 from reef_cli.core.weight_version import WeightVersion
 from reefd import state
 from reefd.config import ReefdConfig
@@ -79,6 +80,7 @@ class Daemon:
         self._thread: threading.Thread | None = None
         self._served_answers: dict[str, dict[str, str | None]] = {}
         self._idle: tuple[list[Any], Round] | None = None  # (probe, the waiting round)
+        self._tasks_seen: tuple[float, int] | None = None  # the task file's (mtime, size)
         self.engine: Any = None
         self.proxy: Any = None
         self.sync: Any = None
@@ -95,7 +97,6 @@ class Daemon:
         return self
 
     def _start(self) -> None:
-        from recipes.tasks.loading import load as load_tasks
         from reefd import models
         from reefd._torch import require
         from reefd.engine.client import EngineClient
@@ -106,8 +107,6 @@ class Daemon:
         require("torch")
         require("transformers")
         cfg = self.config
-        self._tasks_seen: tuple[float, int] | None = None
-        self._load_tasks = load_tasks
         self.tasks = self._gate_tasks()
         scenario = scenarios.get_or_create(cfg.scenario)
         self.scenario_dir = scenario.path
@@ -128,9 +127,7 @@ class Daemon:
             self.proxy = self._proxy()
             self._write_state()
             return
-        self.loaded = models.load(
-            cfg.engine.model, device=self._train_device(), seed=cfg.engine.seed
-        )
+        self.loaded = models.load(cfg.engine.model, device=cfg.engine.device, seed=cfg.engine.seed)
         self.trainer = self._trainer()
         self.base_weights = self.trainer.served_weights()
         self.recipe = recipe_named(
@@ -154,9 +151,6 @@ class Daemon:
         self._follow_chain()  # the engine starts on base weights: load the served release
         self.proxy = self._proxy()
         self._write_state()
-
-    def _train_device(self) -> str:
-        return self.config.engine.device
 
     def _engine(self) -> Any:
         from reefd.engine import launch
@@ -184,8 +178,8 @@ class Daemon:
         from reefd.trainers.slime import SlimeTrainer
 
         self.slime = SlimeTrainer(self.engine.url, hf_checkpoint=self.config.engine.model)
-        self._slime_log = (paths.state_dir() / "reefd-slime.log").open("ab")
-        self.slime.launch(self._slime_log)
+        with (paths.state_dir() / "reefd-slime.log").open("ab") as log:
+            self.slime.launch(log)  # Slime keeps its own copy of the descriptor
 
     def _trainer(self) -> Any:
         cfg = self.config.trainer
@@ -378,7 +372,9 @@ class Daemon:
             ) from exc
         seen = (stat.st_mtime, stat.st_size)
         if seen != self._tasks_seen:
-            self.tasks = self._load_tasks(path)
+            from recipes.tasks.loading import load
+
+            self.tasks = load(path)
             self._tasks_seen = seen
             self._served_answers.clear()
         return self.tasks
@@ -483,14 +479,9 @@ class Daemon:
         whose batch reads every record of the scenario."""
         from reef_cli.core import learning_state
 
-        weights_ref = self.scenario_dir / "chain.git" / "refs" / "reef" / "weights"
-        try:
-            weights_stat = weights_ref.stat().st_mtime_ns
-        except OSError:
-            weights_stat = None
         return [
             *learning_state.probe(self.store, self.config.scenario, self.scenario_dir, "reefd"),
-            weights_stat,
+            stat_key(self.chain.chain.git_dir / WEIGHTS_REF),
             len(self.consumed),
             self.weights.version,
             self.weights.consistent,
@@ -511,10 +502,7 @@ class Daemon:
         atomic_write_text(self.progress_file, json.dumps(data) + "\n", 0o600)
 
     def _read_progress(self) -> tuple[set[str], dict[str, Any]]:
-        try:
-            data = json.loads(self.progress_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return set(), {}
+        data = read_json_object(self.progress_file)
         return set(data.get("consumed") or []), dict(data.get("recipe_state") or {})
 
     def status(self) -> dict[str, Any]:
@@ -547,8 +535,8 @@ class Daemon:
 
 
 def _metrics(metrics: Any) -> dict[str, Any]:
-    data = metrics.__dict__ if hasattr(metrics, "__dict__") else dict(metrics)
-    return {k: round(v, 6) if isinstance(v, float) else v for k, v in data.items()}
+    """A trainer's StepMetrics as release metadata (floats rounded)."""
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(metrics).items()}
 
 
 def _write_safetensors(tensors: dict[str, Any], directory: Path) -> Path:

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -517,6 +517,19 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> JS
     return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
 
 
+def _update_route(
+    engine: Engine, update: Callable[[dict[str, Any]], tuple[bool, str]]
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """The handler of one weight-update endpoint: ``update`` with the request's body."""
+
+    async def handle(request: Request) -> JSONResponse:
+        body = await _body(request)
+        ok, message = await engine.call(update, body)
+        return _answer(ok, message, weight_version=engine.version)
+
+    return handle
+
+
 def _answer(ok: bool, message: str, **extra: Any) -> JSONResponse:
     """SGLang's shape: 200 on success, 400 with the same body when refused."""
     return JSONResponse({"success": ok, "message": message, **extra}, 200 if ok else 400)
@@ -690,11 +703,17 @@ def create_engine_app(
         engine.groups[name] = group
         return _answer(True, f"joined {name!r} as rank {rank} of {world}")
 
-    @app.post("/update_weights_from_distributed")
-    async def update_distributed(request: Request) -> JSONResponse:
-        body = await _body(request)
-        ok, message = await engine.call(engine.update_distributed, body)
-        return _answer(ok, message, weight_version=engine.version)
+    # Each of these runs on the worker, after the generation in flight, and answers with
+    # the version served afterwards.
+    updates = {
+        "/update_weights_from_distributed": engine.update_distributed,
+        "/update_weights_from_disk": engine.update_from_disk,
+        "/update_weights_from_tensor": engine.update_from_tensor,
+        "/load_lora_adapter": engine.load_lora,
+        "/unload_lora_adapter": engine.unload_lora,
+    }
+    for path, update in updates.items():
+        app.add_api_route(path, _update_route(engine, update), methods=["POST"], name=path)
 
     @app.post("/destroy_weights_update_group")
     async def destroy_group(request: Request) -> JSONResponse:
@@ -705,30 +724,6 @@ def create_engine_app(
             return _answer(False, f"no weight update group {name!r}")
         await asyncio.to_thread(group.destroy)
         return _answer(True, f"destroyed {name!r}")
-
-    @app.post("/update_weights_from_disk")
-    async def update_disk(request: Request) -> JSONResponse:
-        body = await _body(request)
-        ok, message = await engine.call(engine.update_from_disk, body)
-        return _answer(ok, message, weight_version=engine.version)
-
-    @app.post("/update_weights_from_tensor")
-    async def update_tensor(request: Request) -> JSONResponse:
-        body = await _body(request)
-        ok, message = await engine.call(engine.update_from_tensor, body)
-        return _answer(ok, message, weight_version=engine.version)
-
-    @app.post("/load_lora_adapter")
-    async def load_lora(request: Request) -> JSONResponse:
-        body = await _body(request)
-        ok, message = await engine.call(engine.load_lora, body)
-        return _answer(ok, message, weight_version=engine.version)
-
-    @app.post("/unload_lora_adapter")
-    async def unload_lora(request: Request) -> JSONResponse:
-        body = await _body(request)
-        ok, message = await engine.call(engine.unload_lora, body)
-        return _answer(ok, message, weight_version=engine.version)
 
     @app.post("/weights_checker")
     async def weights_checker(request: Request) -> JSONResponse:

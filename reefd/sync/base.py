@@ -11,10 +11,12 @@ old nor new until the served release is reloaded from disk).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -111,6 +113,31 @@ def failed(mode: str, version: str, exc: BaseException, *, reached: bool) -> Eng
             f"weight update to {version} ({mode}) not started: {exc.message}", exc.hint
         )
     return EngineError(f"weight update to {version} ({mode}) not started: {reason(exc)}")
+
+
+@dataclass
+class Attempt:
+    """One push under way: set ``reached`` once the engine may hold part of it."""
+
+    mode: str
+    started: float = field(default_factory=time.perf_counter)
+    reached: bool = False
+
+    def stats(self, nbytes: int, buckets: int) -> SyncStats:
+        return SyncStats(self.mode, nbytes, time.perf_counter() - self.started, buckets)
+
+
+@contextlib.contextmanager
+def attempt(mode: str, version: str, tensors: Mapping[str, Any]) -> Iterator[Attempt]:
+    """The frame every push shares: an empty tensor set is refused, and any failure inside
+    becomes ``failed(...)`` (``EngineInconsistent`` once ``reached`` is set)."""
+    push = Attempt(mode)
+    try:
+        if not tensors:
+            raise EngineError("no tensors to push")
+        yield push
+    except Exception as exc:
+        raise failed(mode, version, exc, reached=push.reached) from exc
 
 
 def version_dir(work_dir: Path, version: str) -> Path:

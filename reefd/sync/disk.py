@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reef_cli.core.errors import EngineError
 from reefd._torch import require
-from reefd.sync.base import SyncStats, failed, flush, total_bytes, version_dir
+from reefd.sync.base import SyncStats, attempt, flush, total_bytes, version_dir
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -54,22 +52,16 @@ class DiskSync:
         self._current: Path | None = None
 
     def push(self, tensors: Mapping[str, Any], version: str) -> SyncStats:
-        start = time.perf_counter()
-        reached = False
-        try:
-            if not tensors:
-                raise EngineError("no tensors to push")
+        with attempt(self.mode, version, tensors) as push:
             target = version_dir(self.work_dir, version)
             write_safetensors(tensors, target / WEIGHTS_FILE)
-            reached = True
+            push.reached = True
             self.client.update_weights_from_disk(str(target), version)
-        except Exception as exc:
-            raise failed(self.mode, version, exc, reached=reached) from exc
         flush(self.client)
         previous, self._current = self._current, target
         if previous is not None and previous != target:
             shutil.rmtree(previous, ignore_errors=True)
-        return SyncStats(self.mode, total_bytes(tensors), time.perf_counter() - start, 1)
+        return push.stats(total_bytes(tensors), 1)
 
     def close(self) -> None:
         """The last pushed file stays: the engine may reload it."""

@@ -33,7 +33,7 @@ from typing import Any
 from reef_cli.core.errors import EngineError
 from reefd._torch import require
 from reefd.sync import group as groups
-from reefd.sync.base import SyncStats, failed, flush, reason
+from reefd.sync.base import SyncStats, attempt, flush, reason
 from reefd.sync.buckets import DEFAULT_BUCKET_BYTES, TensorSpec, flatten, plan, span, spec_of
 
 log = logging.getLogger(__name__)
@@ -181,49 +181,50 @@ class DistSync:
         self._group = group
 
     def push(self, tensors: Mapping[str, Any], version: str) -> SyncStats:
-        start = time.perf_counter()
-        sent = paused = False
-        try:
-            if not tensors:
-                raise EngineError("no tensors to push")
+        with attempt(self.mode, version, tensors) as push:
             buckets = plan([spec_of(n, t) for n, t in tensors.items()], self.bucket_bytes)
             self.connect()
             self.client.pause_generation()
-            paused = True
-            for index, bucket in enumerate(buckets):
-                payload = self._payload(tensors, bucket)
-                last = index == len(buckets) - 1
-                sent = True
-                request = _Background(
-                    self.client.update_weights_from_distributed,
-                    [spec.name for spec in bucket],
-                    [spec.dtype for spec in bucket],
-                    [list(spec.shape) for spec in bucket],
-                    group_name=self.group_name,
-                    weight_version=version if last else None,
-                    flush_cache=last,
-                    load_format=self.load_format,
-                )
-                try:
-                    for tensor in payload:
-                        self._group_now().broadcast(tensor)
-                except Exception:
-                    # The engine's answer, when it comes, says more than the broken pipe.
-                    request.thread.join(_SETTLE)
-                    if request.done and request.error is not None:
-                        raise request.error from None
-                    raise
-                request.wait(self.client.timeout + _SETTLE, "/update_weights_from_distributed")
-        except Exception as exc:
-            if paused:
+            try:
+                for index, bucket in enumerate(buckets):
+                    last = index == len(buckets) - 1
+                    push.reached = True
+                    self._send(tensors, bucket, version if last else None)
+            except Exception:
                 _resume(self.client)
-            if sent:
-                self._drop()
-            raise failed(self.mode, version, exc, reached=sent) from exc
+                if push.reached:
+                    self._drop()
+                raise
         _resume(self.client)
         flush(self.client)
-        nbytes = sum(spec.nbytes() for bucket in buckets for spec in bucket)
-        return SyncStats(self.mode, nbytes, time.perf_counter() - start, len(buckets))
+        return push.stats(sum(s.nbytes() for b in buckets for s in b), len(buckets))
+
+    def _send(
+        self, tensors: Mapping[str, Any], bucket: Sequence[TensorSpec], version: str | None
+    ) -> None:
+        """One bucket: its update request in a thread, then its broadcast; ``version`` (the
+        last bucket's) is what the engine serves once it has loaded it."""
+        payload = self._payload(tensors, bucket)
+        request = _Background(
+            self.client.update_weights_from_distributed,
+            [spec.name for spec in bucket],
+            [spec.dtype for spec in bucket],
+            [list(spec.shape) for spec in bucket],
+            group_name=self.group_name,
+            weight_version=version,
+            flush_cache=version is not None,
+            load_format=self.load_format,
+        )
+        try:
+            for tensor in payload:
+                self._group_now().broadcast(tensor)
+        except Exception:
+            # The engine's answer, when it comes, says more than the broken pipe.
+            request.thread.join(_SETTLE)
+            if request.done and request.error is not None:
+                raise request.error from None
+            raise
+        request.wait(self.client.timeout + _SETTLE, "/update_weights_from_distributed")
 
     def _group_now(self) -> groups.Group:
         if self._group is None:

@@ -19,13 +19,11 @@ import binascii
 import io
 import pickle
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reef_cli.core.errors import EngineError
 from reefd._torch import require
-from reefd.sync.base import SyncStats, failed, flush
+from reefd.sync.base import SyncStats, attempt, flush
 from reefd.sync.buckets import DEFAULT_BUCKET_BYTES, TensorSpec, plan, spec_of, unflatten
 
 _STRATEGY = threading.Lock()
@@ -126,11 +124,7 @@ class IpcSync:
         self._ranks: int | None = None
 
     def push(self, tensors: Mapping[str, Any], version: str) -> SyncStats:
-        start = time.perf_counter()
-        reached = False
-        try:
-            if not tensors:
-                raise EngineError("no tensors to push")
+        with attempt(self.mode, version, tensors) as push:
             buckets = plan([spec_of(n, t) for n, t in tensors.items()], self.bucket_bytes)
             if self._ranks is None:
                 self._ranks = max(1, int(self.client.server_info().get("tp_size") or 1))
@@ -138,17 +132,14 @@ class IpcSync:
                 named = shared_bucket(tensors, bucket)
                 serialized = serialize_named_tensors(named)
                 last = index == len(buckets) - 1
-                reached = True
+                push.reached = True
                 # The buffer (``named``) stays alive until the engine has copied it.
                 self.client.update_weights_from_tensor(
                     [serialized] * self._ranks, version if last else None, flush_cache=last
                 )
                 del named
-        except Exception as exc:
-            raise failed(self.mode, version, exc, reached=reached) from exc
         flush(self.client)
-        nbytes = sum(spec.nbytes() for bucket in buckets for spec in bucket)
-        return SyncStats(self.mode, nbytes, time.perf_counter() - start, len(buckets))
+        return push.stats(sum(s.nbytes() for bucket in buckets for s in bucket), len(buckets))
 
     def close(self) -> None:
         """Nothing held between pushes."""

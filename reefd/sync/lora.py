@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from reef_cli.core.errors import ConfigError, EngineError
-from reefd.sync.base import SyncStats, failed, total_bytes, version_dir
+from reefd.sync.base import SyncStats, attempt, total_bytes, version_dir
 from reefd.sync.disk import write_safetensors
 
 log = logging.getLogger(__name__)
@@ -50,21 +49,15 @@ class LoraSync:
         self._loaded: str | None = None
 
     def push(self, tensors: Mapping[str, Any], version: str) -> SyncStats:
-        start = time.perf_counter()
-        reached = False
-        try:
-            if not tensors:
-                raise EngineError("no tensors to push")
+        with attempt(self.mode, version, tensors) as push:
             if self.lora_config is None:
                 raise ConfigError("lora sync needs the adapter's lora_config")
             target = write_adapter(tensors, self.lora_config, version_dir(self.work_dir, version))
-            reached = True
+            push.reached = True
             if self._loaded == version:  # the same name again: the engine refuses duplicates
                 self.client.unload_lora_adapter(version)
                 self._loaded = None
             self.client.load_lora_adapter(version, str(target))
-        except Exception as exc:
-            raise failed(self.mode, version, exc, reached=reached) from exc
         previous, self._loaded = self._loaded, version
         if previous is not None:
             try:
@@ -72,7 +65,7 @@ class LoraSync:
             except EngineError as exc:  # the new adapter serves; the old one only takes room
                 log.warning("adapter %s not unloaded: %s", previous, exc.message)
             shutil.rmtree(version_dir(self.work_dir, previous), ignore_errors=True)
-        return SyncStats(self.mode, total_bytes(tensors), time.perf_counter() - start, 1)
+        return push.stats(total_bytes(tensors), 1)
 
     def close(self) -> None:
         """The adapter stays loaded: it is what the engine serves."""
