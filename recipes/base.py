@@ -8,12 +8,13 @@ GEPA — is held to the same bar.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from recipes.tasks import Task, TaskRun, TaskSet
 from reef_cli.core.budget import Budget, BudgetLimits
+from reef_cli.core.errors import OptionInvalid
 from reef_cli.core.llm import ModelClient
 
 Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
@@ -95,3 +96,13 @@ class Recipe(Protocol):
     def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]: ...
 
     def settle(self, ctx: Context, state: str) -> None: ...
+
+
+def refuse_unknown_options(recipe: str, given: Mapping[str, Any], known: Collection[str]) -> None:
+    """``OptionInvalid`` naming every option ``recipe`` does not have, and the ones it has."""
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise OptionInvalid(
+            f"{recipe} has no option {', '.join(unknown)}; known options: {', '.join(known)}",
+            "drop the unknown option or spell it as above",
+        )

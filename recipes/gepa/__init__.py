@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from recipes.base import Candidate, Context
+from recipes.base import Candidate, Context, refuse_unknown_options
 from recipes.tasks import TaskSet
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import BudgetInvalid, OptionInvalid
@@ -82,13 +82,7 @@ class Gepa:
     def with_options(cls, options: Mapping[str, Any] | None = None) -> Gepa:
         """The recipe with ``options`` (max_metric_calls, seed, use_merge, minibatch)."""
         given = dict(options or {})
-        unknown = sorted(set(given) - set(OPTION_NAMES))
-        if unknown:
-            raise OptionInvalid(
-                f"gepa has no option {', '.join(unknown)}; known options: "
-                f"{', '.join(OPTION_NAMES)}",
-                "drop the unknown option or spell it as above",
-            )
+        refuse_unknown_options("gepa", given, OPTION_NAMES)
         default = GepaOptions()
         merge = given.get("use_merge", default.use_merge)
         if not isinstance(merge, bool):

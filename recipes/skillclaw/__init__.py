@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from recipes.base import Candidate, Change, Context
+from recipes.base import Candidate, Change, Context, refuse_unknown_options
 from recipes.skillclaw import decide, replay, signals, verify
 from recipes.skillclaw.decide import Edit
 from recipes.skillclaw.merge import merge_bodies, normal_name, same_name
@@ -51,13 +51,7 @@ OPTION_NAMES = tuple(SkillClawOptions.__dataclass_fields__)
 def options_from(given: Mapping[str, Any] | None) -> SkillClawOptions:
     """Checked options; an unknown or ill-typed one is ``OptionInvalid``."""
     given = dict(given or {})
-    unknown = sorted(set(given) - set(OPTION_NAMES))
-    if unknown:
-        raise OptionInvalid(
-            f"skillclaw has no option {', '.join(unknown)}; known options: "
-            f"{', '.join(OPTION_NAMES)}",
-            "drop the unknown option or spell it as above",
-        )
+    refuse_unknown_options("skillclaw", given, OPTION_NAMES)
     default = SkillClawOptions()
     limit = given.get("batch_limit", default.batch_limit)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
