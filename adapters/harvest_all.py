@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Session
+from reef_cli.core.agents import NAMES
 from reef_cli.core.errors import ReefError
 from reef_cli.core.records import HarvestedSession, RecordStore
 
@@ -85,7 +86,7 @@ def _guess_adapter(target: Path) -> str:
     from adapters import _files
 
     manifest = _files.load_manifest(target)
-    if manifest and manifest.get("adapter") in ("pi", "claude-code"):
+    if manifest and manifest.get("adapter") in NAMES:
         return str(manifest["adapter"])
     if (target / "sessions").is_dir():
         return "pi"
@@ -93,7 +94,7 @@ def _guess_adapter(target: Path) -> str:
         return "claude-code"
     raise ReefError(
         f"cannot tell which agent {target} belongs to",
-        "pass --adapter pi or --adapter claude-code",
+        f"pass --adapter with one of: {', '.join(NAMES)}",
     )
 
 
@@ -108,7 +109,7 @@ def targets(adapter: str | None = None) -> list[tuple[str, Path]]:
     agents = paths.agents_dir()
     if agents.is_dir():
         for folder in sorted(agents.iterdir()):
-            for name in ("claude-code", "pi"):
+            for name in sorted(NAMES, key=len, reverse=True):  # the longest prefix first
                 if folder.is_dir() and folder.name.startswith(name + "-"):
                     found.append((name, folder))
                     break

@@ -3,6 +3,8 @@
 #   .tools/bin/pi        pi 1.6  (@earendil-works/pi-coding-agent) on Node.js 22
 #   .tools/bin/pi-0.73   pi 0.73 (@mariozechner/pi-coding-agent)   on Node.js 20
 #   .tools/bin/claude    Claude Code 2.1 (@anthropic-ai/claude-code) on Node.js 22
+#   .tools/bin/codex     Codex CLI 0.171 (@openai/codex; a native binary, npm's launcher)
+#   .tools/bin/opencode  opencode 1.18 (opencode-ai; a native binary, npm's launcher)
 #   .tools/bin/node      Node.js 22
 # Node.js itself comes from the npm registry's `node` package, so the system's Node only
 # needs to be new enough to run npm. Safe to run again: present pins are skipped.
@@ -13,6 +15,8 @@ NODE20=20.20.2
 PI16=1.6.0
 PI073=0.73.1
 CLAUDE=2.1.332
+CODEX=0.171.0
+OPENCODE=1.18.33
 T="$PWD/.tools"
 NPM=(npm install --no-audit --no-fund --loglevel=error)
 
@@ -27,6 +31,10 @@ if ! installed "$T/agents" @earendil-works/pi-coding-agent "$PI16" ||
   PATH="$N22:$PATH" "${NPM[@]}" --prefix "$T/agents" \
     "@earendil-works/pi-coding-agent@$PI16" "@anthropic-ai/claude-code@$CLAUDE"
 fi
+installed "$T/codex" @openai/codex "$CODEX" ||
+  PATH="$N22:$PATH" "${NPM[@]}" --prefix "$T/codex" "@openai/codex@$CODEX"
+installed "$T/opencode" opencode-ai "$OPENCODE" ||
+  PATH="$N22:$PATH" "${NPM[@]}" --prefix "$T/opencode" "opencode-ai@$OPENCODE"
 installed "$T/pi073" @mariozechner/pi-coding-agent "$PI073" ||
   PATH="$N20:$PATH" "${NPM[@]}" --prefix "$T/pi073" "@mariozechner/pi-coding-agent@$PI073"
 
@@ -43,6 +51,8 @@ shim node "$N22" "$N22/node"
 shim pi "$N22" "$T/agents/node_modules/.bin/pi"
 shim claude "$N22" "$T/agents/node_modules/.bin/claude"
 shim pi-0.73 "$N20" "$T/pi073/node_modules/.bin/pi"
-for tool in node pi pi-0.73 claude; do
+shim codex "$N22" "$T/codex/node_modules/.bin/codex"
+shim opencode "$N22" "$T/opencode/node_modules/.bin/opencode"
+for tool in node pi pi-0.73 claude codex opencode; do
   printf '  %-8s %s\n' "$tool" "$("$T/bin/$tool" --version 2>&1 | head -1)"
 done

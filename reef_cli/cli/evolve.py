@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from reef_cli.cli._common import JsonOpt, scenario_name
+from reef_cli.core import agents
 
 EXIT = {
     "published": 0,
@@ -37,7 +38,7 @@ def evolve(
         typer.Option("--model", help="LiteLLM model string (default: configured or embedded)."),
     ] = None,
     adapter: Annotated[
-        str, typer.Option("--adapter", "-a", help="Agent the trial runs: pi or claude-code.")
+        str, typer.Option("--adapter", "-a", help=f"Agent the trial runs: {agents.names_text()}.")
     ] = "pi",
     max_calls: Annotated[
         int | None,

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from reef_cli.cli._common import JsonOpt, ScenarioOpt, new_app, scenario_name
+from reef_cli.core import agents
 
 app = new_app("Harness trees and their release chain.")
 
@@ -429,7 +430,7 @@ def diff(
     print_diff(changes, old.tag, new.tag, stat=stat)
 
 
-AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="pi or claude-code.")]
+AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help=f"{agents.names_text()}.")]
 TargetOpt = Annotated[
     Path | None,
     typer.Option(

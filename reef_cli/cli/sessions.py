@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from reef_cli.cli._common import new_app
+from reef_cli.core import agents
 
 app = new_app("Sessions: records that share a session id, and the agents' transcripts.")
 
@@ -105,7 +106,7 @@ def show(
 @app.command("harvest")
 def harvest(
     adapter: str | None = typer.Option(
-        None, "--adapter", "-a", help="pi or claude-code [default: every installed agent]"
+        None, "--adapter", "-a", help=f"{agents.names_text()} [default: every installed agent]"
     ),
     target: Path | None = typer.Option(
         None, "--target", help="an agent folder [default: every install Reef knows of]"

@@ -1,4 +1,5 @@
-"""`reef-pi` and `reef-claude`: run the agent with its inference routed through Reef.
+"""`reef-pi`, `reef-claude`, `reef-codex`, `reef-opencode`: run the agent with its
+inference routed through Reef.
 
     reef-pi [pi arguments…]          run pi through `reef serve` (started if needed)
     reef-pi evolve "ask" [--wait]    hand an ask to the Reefine recipe
@@ -24,7 +25,7 @@ SUBCOMMANDS = ("evolve", "report", "versions", "install", "doctor", "--help", "-
 
 
 class Wrapper:
-    """One agent's wrapper: ``pi`` or ``claude-code``."""
+    """One agent's wrapper (a row of ``reef_cli.core.agents``)."""
 
     def __init__(self, adapter: str, prog: str) -> None:
         self.adapter = adapter
@@ -228,3 +229,11 @@ def run_pi() -> None:
 
 def run_claude() -> None:
     Wrapper("claude-code", "reef-claude").main()
+
+
+def run_codex() -> None:
+    Wrapper("codex", "reef-codex").main()
+
+
+def run_opencode() -> None:
+    Wrapper("opencode", "reef-opencode").main()

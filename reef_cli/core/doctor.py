@@ -268,6 +268,8 @@ def run_checks(
         _binary("pi", ["pi", "--version"], "scripts/install_agents.sh (pi 1.6 in .tools/bin)"),
         _binary("pi 0.73", ["pi-0.73", "--version"], "scripts/install_agents.sh"),
         _binary("claude", ["claude", "--version"], "scripts/install_agents.sh (Claude Code)"),
+        _binary("codex", ["codex", "--version"], "scripts/install_agents.sh (Codex CLI)"),
+        _binary("opencode", ["opencode", "--version"], "scripts/install_agents.sh (opencode)"),
         _embedded_model(),
         _model(),
         _ollama(),

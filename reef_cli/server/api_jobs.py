@@ -11,7 +11,8 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from reef_cli.core import jobs, scenarios
+from reef_cli.core import agents, jobs, scenarios
+from reef_cli.core.agents import AgentName
 from reef_cli.core.asks import check_ask
 from reef_cli.core.errors import ServeError
 from reef_cli.core.names import check_name
@@ -45,7 +46,7 @@ class EvolveIn(BaseModel):
         description="reefine: an ask; gepa: a search on the scenario's tasks.yaml; "
         "skillclaw: skills from the scenario's recorded sessions and their reports",
     )
-    adapter: Literal["pi", "claude-code"] | None = None
+    adapter: AgentName | None = None
     options: EvolveOptions = Field(default_factory=EvolveOptions)
 
 
@@ -95,7 +96,7 @@ def make_router() -> APIRouter:
     )
     def install_script(
         request: Request,
-        adapter: Literal["pi", "claude-code"] = Query(...),
+        adapter: AgentName = Query(...),
         scenario: str | None = Query(None, max_length=64),
         grant: Grant = Depends(grant_of),
     ) -> PlainTextResponse:
@@ -114,16 +115,6 @@ def make_router() -> APIRouter:
     return router
 
 
-AGENTS = {
-    "pi": ("pi", "reef-pi", "the pi coding agent (npm install -g @earendil-works/pi-coding-agent)"),
-    "claude-code": (
-        "claude",
-        "reef-claude",
-        "Claude Code (npm install -g @anthropic-ai/claude-code)",
-    ),
-}
-
-
 _SAFE_BINARY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 _SAFE_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -139,7 +130,8 @@ def install_sh(
 
     The agent counts as installed when it is on PATH *or* in Reef's pinned tools
     (``.tools/bin`` beside the ``.venv`` that holds ``reef``), where install.sh puts it."""
-    binary, wrapper, how = AGENTS[adapter]
+    agent = agents.get(adapter)
+    binary, wrapper, how = agent.binary, agent.wrapper, f"{agent.label} ({agent.package})"
     q = shlex.quote
     fix_token = "export REEF_TOKEN=... (`reef token` on the server prints it)"
     which = f"r{release}" if release is not None else "the served release"

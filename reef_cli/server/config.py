@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reef_cli.core.agents import AgentName
 from reef_cli.core.errors import ServeError
 from reef_cli.core.names import is_kebab
 
@@ -45,9 +46,7 @@ class LearningConfig(BaseModel):
     poll_s: float = Field(
         2.0, gt=0, le=3600, description="how often eligibility is recomputed (off the hot path)"
     )
-    adapter: Literal["pi", "claude-code"] | None = Field(
-        None, description="agent for a recipe's trials (default: pi)"
-    )
+    adapter: AgentName | None = Field(None, description="agent for a recipe's trials (default: pi)")
     options: dict[str, int | float | str | bool] = Field(
         default_factory=dict, description="the recipe's options (gepa: max_metric_calls, seed)"
     )
@@ -91,6 +90,11 @@ class ServeConfig(BaseModel):
         None, description="openai | anthropic (guessed from the URL)"
     )
     upstream_key_env: str | None = Field(None, description="env var holding the upstream API key")
+    upstream_responses: bool | None = Field(
+        None,
+        description="the upstream speaks the OpenAI Responses API: /v1/responses is relayed "
+        "as bytes (default: only for api.openai.com); else it is translated to chat",
+    )
     default_scenario: str = "default"
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     connect_timeout: float = Field(10.0, gt=0)
@@ -117,6 +121,13 @@ class ServeConfig(BaseModel):
         if self.upstream and "anthropic.com" in self.upstream:
             return "anthropic"
         return "openai"
+
+    @property
+    def relays_responses(self) -> bool:
+        """Whether ``/v1/responses`` goes to the upstream as is (it keeps the state)."""
+        if self.upstream_responses is not None:
+            return self.upstream_responses and self.dialect == "openai"
+        return self.dialect == "openai" and "api.openai.com" in (self.upstream or "")
 
     def upstream_base(self) -> str:
         """The upstream origin (+ path prefix) without a trailing ``/v1``."""

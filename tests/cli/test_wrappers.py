@@ -1,4 +1,5 @@
-"""`reef-pi` / `reef-claude` sub-commands that need no agent session."""
+"""Every agent wrapper's sub-commands that need no agent session (`reef-pi`, `reef-claude`,
+`reef-codex`, `reef-opencode`: the wrappers of ``reef_cli.core.agents``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import sys
 from pathlib import Path
 
 from reef_cli.core import scenarios
+from reef_cli.core.agents import AGENTS
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 
 BIN = Path(sys.executable).parent
+WRAPPERS = tuple(agent.wrapper for agent in AGENTS)
 
 
 def run(
@@ -27,7 +30,7 @@ def run(
 
 
 def test_help_lists_the_subcommands() -> None:
-    for tool in ("reef-pi", "reef-claude"):
+    for tool in WRAPPERS:
         done = run(tool, "--help")
         assert done.returncode == 0
         for sub in ("evolve", "report", "versions", "install", "doctor"):
@@ -70,7 +73,7 @@ def test_score_must_be_finite() -> None:
 
 
 def test_report_score_nan_is_one_line_without_a_traceback(reef_home: Path) -> None:
-    for tool in ("reef-pi", "reef-claude"):
+    for tool in WRAPPERS:
         done = run(tool, "report", "--score", "nan")
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert done.stderr.strip() == (

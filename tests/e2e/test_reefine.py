@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from recipes import engine
-from reef_cli.core import quality, scenarios, tools
+from reef_cli.core import agents, quality, scenarios, tools
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import RecordStore
@@ -33,7 +33,7 @@ MARKER = "reef-e2e-7c1d"
 REPO = Path(__file__).resolve().parents[2]
 
 
-AGENTS = {"pi": "pi", "claude-code": "claude"}
+AGENTS = {agent.name: agent.binary for agent in agents.AGENTS}  # every adapter Reef has
 
 
 @pytest.mark.parametrize("adapter", list(AGENTS))
@@ -93,7 +93,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-WRAPPERS = {"pi": "reef-pi", "claude-code": "reef-claude"}
+WRAPPERS = {agent.name: agent.wrapper for agent in agents.AGENTS}
 ROOT_CAUSE = "always explain the root cause first"
 
 
