@@ -247,16 +247,23 @@ def where_found(records: list[Record], text: str) -> dict[str, str] | None:
     request it sits in (``system``, ``messages[0]`` …), so the evidence shows it."""
     for record in records:
         request = record.request if isinstance(record.request, dict) else {}
-        system = request.get("system")
-        if system is not None and text in json.dumps(system, ensure_ascii=False):
-            return {"receipt": record.id, "in": "system"}
-        for i, message in enumerate(request.get("messages") or []):
+        for top in ("system", "instructions"):  # Anthropic's system; Responses' instructions
+            value = request.get(top)
+            if value is not None and text in json.dumps(value, ensure_ascii=False):
+                return {"receipt": record.id, "in": top}
+        # chat and Anthropic: ``messages``; the Responses API: ``input`` items (Codex
+        # carries AGENTS.md in a user message item)
+        key = "messages" if "messages" in request else "input"
+        listed = request.get(key)
+        if isinstance(listed, str) and text in listed:
+            return {"receipt": record.id, "in": key}
+        for i, message in enumerate(listed if isinstance(listed, list) else []):
             flat = json.dumps(message, ensure_ascii=False)
             if text in flat:
                 role = message.get("role", "?") if isinstance(message, dict) else "?"
                 # Claude Code 2.1 carries CLAUDE.md in a <system-reminder> of a user turn
                 block = ", system-reminder" if _in_reminder(flat, text) else ""
-                return {"receipt": record.id, "in": f"messages[{i}] ({role}{block})"}
+                return {"receipt": record.id, "in": f"{key}[{i}] ({role}{block})"}
     return None
 
 

@@ -19,7 +19,7 @@ from reef_cli.core.jobs import JobRunner
 from reef_cli.core.records import RecordStore
 from reef_cli.core.tokens import TokenSet
 from reef_cli.core.weight_version import WeightVersion
-from reef_cli.server import api, api_jobs, api_learning
+from reef_cli.server import api, api_jobs, api_learning, inference_schema
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
 from reef_cli.server.learning import LiveLoop
@@ -134,6 +134,7 @@ def create_app(
 
     app.add_route("/v1/chat/completions", proxy.chat_completions, ["POST"], include_in_schema=False)
     app.add_route("/v1/messages", proxy.messages, ["POST"], include_in_schema=False)
+    inference_schema.install(app, proxy.responses)  # documented: its body is in /openapi.json
     app.add_route(
         "/v1/messages/count_tokens", proxy.count_tokens, ["POST"], include_in_schema=False
     )
@@ -171,5 +172,6 @@ def create_app(
     fast = {
         ("POST", "/v1/chat/completions"): proxy.chat_completions,
         ("POST", "/v1/messages"): proxy.messages,
+        ("POST", "/v1/responses"): proxy.responses,
     }
     return ReefApp(app, fast)

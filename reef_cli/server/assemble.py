@@ -120,6 +120,47 @@ def anthropic_stream(raw: bytes) -> dict[str, Any]:
     return message
 
 
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def responses_stream(raw: bytes) -> dict[str, Any]:
+    """Responses API events -> one ``response`` object: the one the terminal event holds;
+    for a stream cut off before it, the items and text that had been sent."""
+    response: dict[str, Any] = {"object": "response", "status": "in_progress", "output": []}
+    done: dict[int, dict[str, Any]] = {}
+    text: dict[int, str] = {}
+    for event, data in iter_events(raw):
+        ev = _loads(data)
+        if not isinstance(ev, dict):
+            continue
+        kind = ev.get("type") or event
+        if kind in TERMINAL and isinstance(ev.get("response"), dict):
+            return dict(ev["response"])
+        if kind in ("response.created", "response.in_progress") and isinstance(
+            ev.get("response"), dict
+        ):
+            response.update({k: v for k, v in ev["response"].items() if k != "output"})
+        elif kind == "response.output_text.delta":
+            index = int(ev.get("output_index") or 0)
+            text[index] = text.get(index, "") + str(ev.get("delta") or "")
+        elif kind == "response.output_item.done" and isinstance(ev.get("item"), dict):
+            done[int(ev.get("output_index") or 0)] = ev["item"]
+        elif kind == "error":
+            response["error"] = {k: v for k, v in ev.items() if k != "sequence_number"}
+    for index, partial in text.items():
+        done.setdefault(
+            index,
+            {
+                "type": "message",
+                "role": "assistant",
+                "status": "incomplete",
+                "content": [{"type": "output_text", "text": partial}],
+            },
+        )
+    response["output"] = [done[i] for i in sorted(done)]
+    return response
+
+
 def usage_of(dialect: str, response: Any) -> tuple[dict[str, Any] | None, int | None, int | None]:
     """``(usage, input_tokens, output_tokens)`` from a response object of ``dialect``."""
     if not isinstance(response, dict):
@@ -133,6 +174,8 @@ def usage_of(dialect: str, response: Any) -> tuple[dict[str, Any] | None, int | 
             inp += int(usage.get("cache_read_input_tokens") or 0)
             inp += int(usage.get("cache_creation_input_tokens") or 0)
         return usage, inp, usage.get("output_tokens")
+    if dialect == "responses":
+        return usage, usage.get("input_tokens"), usage.get("output_tokens")
     return usage, usage.get("prompt_tokens"), usage.get("completion_tokens")
 
 

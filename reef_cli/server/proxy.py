@@ -1,7 +1,10 @@
-"""The recording relay: /v1/chat/completions, /v1/messages, count_tokens and /v1/models.
+"""The recording relay: /v1/chat/completions, /v1/messages, /v1/responses, count_tokens
+and /v1/models.
 
 Same dialect as the upstream: the body goes through untouched and the stream is relayed
-event by event as it arrives. Other dialect: translated both ways (translate_*.py). Every
+event by event as it arrives. Other dialect: translated both ways (translate_*.py;
+Responses requests go through chat, and so on to Anthropic or the embedded model, with
+``previous_response_id`` resolved by conversations.py). Every
 exchange that reaches the upstream gets a receipt (header + a final stream event) and a
 record. Upstream failures become clean errors in the caller's dialect: connection -> 502,
 timeout -> 504; provider errors keep their status.
@@ -31,18 +34,28 @@ from reef_cli.core.errors import InvalidName, ReefError
 from reef_cli.core.names import is_kebab
 from reef_cli.core.records import new_receipt
 from reef_cli.core.weight_version import WeightVersion
-from reef_cli.server import receipts, sse, translate_request, translate_response
+from reef_cli.server import (
+    conversations,
+    receipts,
+    sse,
+    translate_request,
+    translate_response,
+    translate_responses,
+)
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
 from reef_cli.server.recorder import Exchange, Recorder
 from reef_cli.server.release_cache import ReleaseCache, Releases
+from reef_cli.server.responses_stream import Chained, ChatToResponses
 from reef_cli.server.translate_stream import AnthropicToOpenAI, OpenAIToAnthropic
 from reef_cli.server.upstream import Upstream
 
 log = logging.getLogger("reef.serve")
 JSON = "application/json"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+# where a relayed stream's receipt goes: before this line (Responses: after the last event)
 MARKERS = {"openai": b"data: [DONE]", "anthropic": b"event: message_stop"}
+Translator = OpenAIToAnthropic | AnthropicToOpenAI | ChatToResponses | Chained
 
 
 class BodyError(Exception):
@@ -62,7 +75,23 @@ def error_response(
 def error_event(dialect: str, status: int, message: str) -> bytes:
     if dialect == "anthropic":
         return sse.encode(translate_response.error_body(dialect, status, message), event="error")
+    if dialect == "responses":
+        data = {"type": "error", "code": str(status), "message": message, "param": None}
+        return sse.encode(data, event="error")
     return sse.encode(translate_response.error_body(dialect, status, message))
+
+
+def previous_not_found(response_id: str) -> Response:
+    body = {
+        "error": {
+            "message": f"Previous response with id {response_id!r} not found: it is unknown "
+            "to this scenario, or was sent with `store: false`",
+            "type": "invalid_request_error",
+            "param": "previous_response_id",
+            "code": "previous_response_not_found",
+        }
+    }
+    return Response(json.dumps(body).encode(), 404, media_type=JSON)
 
 
 class RecordedStream(StreamingResponse):
@@ -115,6 +144,9 @@ class Proxy:
         self.auth = auth
         self.recorder = recorder
         self.releases = releases
+        self.conversations = conversations.Conversations(
+            recorder.store if recorder is not None else None
+        )
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -216,6 +248,72 @@ class Proxy:
     async def messages(self, request: Request) -> Response:
         return await self._inference(request, "anthropic")
 
+    async def responses(self, request: Request) -> Response:
+        return await self._inference(request, "responses")
+
+    async def _payload(
+        self, dialect: str, raw: bytes, body: dict[str, Any], scenario: str
+    ) -> bytes | Response:
+        """The upstream's request body: the client's bytes when the upstream speaks its
+        dialect, else translated (Responses: via chat, its history prepended)."""
+        up = self.upstream
+        if up.speaks(dialect):
+            if up.model and body.get("model") != up.model:
+                return json.dumps({**body, "model": up.model}).encode()
+            return raw
+        if dialect == "anthropic":
+            return json.dumps(translate_request.anthropic_to_openai(body, up.model)).encode()
+        chat = body
+        if dialect == "responses":
+            history: list[dict[str, Any]] = []
+            previous = body.get("previous_response_id")
+            if isinstance(previous, str) and previous:
+                found = await self.conversations.history(scenario, previous)
+                if found is None:
+                    return previous_not_found(previous)
+                history = found
+            chat = translate_responses.to_chat(body, history, up.model)
+            if up.dialect == "openai":
+                return json.dumps(chat).encode()
+        return json.dumps(translate_request.openai_to_anthropic(chat, up.model)).encode()
+
+    def _to_client(self, dialect: str, parsed: dict[str, Any], ex: Exchange) -> dict[str, Any]:
+        """A whole upstream answer in the client's dialect (the upstream speaks another)."""
+        body = ex.request_json
+        model = body.get("model")
+        if dialect == "anthropic":
+            return translate_response.openai_to_anthropic(parsed, model)
+        chat = (
+            parsed
+            if self.upstream.dialect == "openai"
+            else translate_response.anthropic_to_openai(parsed, model)
+        )
+        if dialect == "openai":
+            return chat
+        answer = translate_responses.from_chat(chat, body, conversations.response_id_of(ex.id))
+        self._keep(ex, answer)
+        return answer
+
+    def _keep(self, ex: Exchange, answer: dict[str, Any] | None) -> None:
+        """Remember a translated Responses answer for a later ``previous_response_id``."""
+        body = ex.request_json
+        if answer is None or not conversations.keeps(body):
+            return
+        turn = conversations.turn_of(ex.scenario, body, answer)
+        self.conversations.remember(str(answer["id"]), turn)
+
+    def _stream_translator(self, dialect: str, ex: Exchange) -> Translator:
+        body = ex.request_json
+        if dialect == "anthropic":
+            return OpenAIToAnthropic(body.get("model"))
+        if dialect == "openai":
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return AnthropicToOpenAI(body.get("model"), include_usage=include)
+        answer = ChatToResponses(body, conversations.response_id_of(ex.id))
+        if self.upstream.dialect == "openai":
+            return answer
+        return Chained(AnthropicToOpenAI(body.get("model"), include_usage=True), answer)
+
     async def _inference(self, request: Request, dialect: str) -> Response:
         started = time.perf_counter()
         admitted = await self._admit(request, dialect)
@@ -227,23 +325,17 @@ class Proxy:
             return chain
         release, note = chain.credit(request.headers.get(receipts.RELEASE_HEADER))
         up = self.upstream
-        same = dialect == up.dialect
-        if same:
-            if up.model and body.get("model") != up.model:
-                payload = json.dumps({**body, "model": up.model}).encode()
-            else:
-                payload = raw
-        elif dialect == "anthropic":
-            payload = json.dumps(translate_request.anthropic_to_openai(body, up.model)).encode()
-        else:
-            payload = json.dumps(translate_request.openai_to_anthropic(body, up.model)).encode()
+        same = up.speaks(dialect)
+        payload = await self._payload(dialect, raw, body, scenario)
+        if isinstance(payload, Response):
+            return payload
         query = request.url.query if same and dialect == "anthropic" else ""
         ex = Exchange(
             id=new_receipt(),
             scenario=scenario,
             release_id=release,
             client_dialect=dialect,
-            upstream_dialect=up.dialect,
+            upstream_dialect=up.dialect_for(dialect),
             request=raw,
             session_header=request.headers.get("x-reef-session")
             or request.headers.get("x-claude-code-session-id"),
@@ -259,7 +351,9 @@ class Proxy:
         out_headers = receipts.headers(ex.id, release, note)
         try:
             resp = await self.session.post(
-                up.url(up.inference_path, query), data=payload, headers=up.headers(request.headers)
+                up.url(up.path_for(dialect), query),
+                data=payload,
+                headers=up.headers(request.headers),
             )
         except TimeoutError:
             return self._fail(ex, dialect, 504, "the upstream did not answer in time", out_headers)
@@ -272,9 +366,7 @@ class Proxy:
             ex.stream = True
             if self.recorder is not None:
                 self.recorder.open_stream(ex)  # journaled + a `streaming` row, before headers
-            gen = (
-                self._relay(resp, ex, dialect) if same else self._translate(resp, ex, dialect, body)
-            )
+            gen = self._relay(resp, ex, dialect) if same else self._translate(resp, ex, dialect)
             return RecordedStream(gen, ex, self.recorder, {**out_headers, **SSE_HEADERS})
         try:
             data = await resp.read()
@@ -308,12 +400,7 @@ class Proxy:
                 return self._fail(
                     ex, dialect, 502, "the upstream sent a body that is not JSON", out_headers
                 )
-            converted = (
-                translate_response.openai_to_anthropic(parsed, body.get("model"))
-                if dialect == "anthropic"
-                else translate_response.anthropic_to_openai(parsed, body.get("model"))
-            )
-            data = json.dumps(converted).encode()
+            data = json.dumps(self._to_client(dialect, parsed, ex)).encode()
         ex.status = status
         ex.body = data
         self._submit(ex)
@@ -344,7 +431,7 @@ class Proxy:
         self, resp: aiohttp.ClientResponse, ex: Exchange, dialect: str
     ) -> AsyncIterator[bytes]:
         """Same dialect: forward complete events as they arrive; receipt before the end."""
-        marker = MARKERS[dialect]
+        marker = MARKERS.get(dialect)  # None: the receipt goes after the last event
         tail = receipts.receipt_event(dialect, ex.id, ex.release_id)
         split = sse.Splitter()
         done = False
@@ -356,7 +443,7 @@ class Proxy:
                 if not out:
                     continue
                 self._chunk(ex, out)
-                if tail:
+                if tail and marker is not None:
                     cut = out.find(marker)
                     if cut >= 0:
                         out = out[:cut] + tail + out[cut:]
@@ -380,15 +467,10 @@ class Proxy:
                 resp.close()
 
     async def _translate(
-        self, resp: aiohttp.ClientResponse, ex: Exchange, dialect: str, body: dict[str, Any]
+        self, resp: aiohttp.ClientResponse, ex: Exchange, dialect: str
     ) -> AsyncIterator[bytes]:
         """Other dialect: parse upstream events, emit the caller's dialect."""
-        tr: OpenAIToAnthropic | AnthropicToOpenAI
-        if dialect == "anthropic":
-            tr = OpenAIToAnthropic(body.get("model"))
-        else:
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            tr = AnthropicToOpenAI(body.get("model"), include_usage=include)
+        tr = self._stream_translator(dialect, ex)
         tail = receipts.receipt_event(dialect, ex.id, ex.release_id)
         parser = sse.Parser()
         done = False
@@ -405,6 +487,10 @@ class Proxy:
             self._chunk(ex, out)
             done = True
             ex.status = resp.status
+            if isinstance(tr, ChatToResponses | Chained):
+                final = tr.final if isinstance(tr, ChatToResponses) else tr.second.final
+                if final is not None and final.get("status") != "failed":
+                    self._keep(ex, final)
             self._submit(ex)
             yield out
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError

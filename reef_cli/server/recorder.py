@@ -182,15 +182,18 @@ def open_record(ex: Exchange) -> Record:
     return Record(**_about(ex, _request(ex)), stream=True, state="streaming")
 
 
+STREAM_ASSEMBLERS = {
+    "openai": assemble.openai_stream,
+    "anthropic": assemble.anthropic_stream,
+    "responses": assemble.responses_stream,
+}
+
+
 def to_record(ex: Exchange) -> Record:
     request = _request(ex)
     if ex.stream and ex.chunks:
         raw = b"".join(ex.chunks)
-        response: Any = (
-            assemble.anthropic_stream(raw)
-            if ex.client_dialect == "anthropic"
-            else assemble.openai_stream(raw)
-        )
+        response: Any = STREAM_ASSEMBLERS.get(ex.client_dialect, assemble.openai_stream)(raw)
         stored_response = response
     else:
         response = _json(ex.body)

@@ -16,16 +16,33 @@ class Upstream:
     dialect: str
     model: str | None
     key: str | None
+    responses: bool = False  # it speaks the Responses API too (relay /v1/responses as is)
 
     @classmethod
     def from_config(cls, config: ServeConfig) -> Upstream:
         return cls(
-            config.upstream_base(), config.dialect, config.upstream_model, config.upstream_key()
+            config.upstream_base(),
+            config.dialect,
+            config.upstream_model,
+            config.upstream_key(),
+            config.relays_responses,
         )
 
     @property
     def inference_path(self) -> str:
         return "/v1/messages" if self.dialect == "anthropic" else "/v1/chat/completions"
+
+    def speaks(self, dialect: str) -> bool:
+        """Whether a client's ``dialect`` goes to this upstream as is (else: translated)."""
+        return dialect == self.dialect or (dialect == "responses" and self.responses)
+
+    def path_for(self, dialect: str) -> str:
+        """Where a request of the client's ``dialect`` goes."""
+        return "/v1/responses" if dialect == "responses" and self.responses else self.inference_path
+
+    def dialect_for(self, dialect: str) -> str:
+        """The dialect the upstream answers a request of the client's ``dialect`` in."""
+        return "responses" if dialect == "responses" and self.responses else self.dialect
 
     def url(self, path: str, query: str = "") -> str:
         return self.base + path + (f"?{query}" if query else "")

@@ -32,6 +32,7 @@ from tests.server.conftest import LIMITED, TOKEN, Stack
 MAIN = {"authorization": f"Bearer {TOKEN}"}
 SCOPED = {"authorization": f"Bearer {LIMITED}"}  # allowed for team-a only
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+RESPONSES = {"model": "m", "input": "hi"}
 MESSAGES = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 KEPT = "rep-kept-1"  # a team-b report made at setup
@@ -117,6 +118,10 @@ CASES: dict[tuple[str, str], list[Send]] = {
     ("POST", "/v1/messages"): [
         send("header names team-b", json=MESSAGES, headers=on("team-b")),
         send("beta, the default scenario", json=MESSAGES, params={"beta": "true"}),
+    ],
+    ("POST", "/v1/responses"): [
+        send("header names team-b", json=RESPONSES, headers=on("team-b")),
+        send("the default scenario", json=RESPONSES),
     ],
     ("POST", "/v1/messages/count_tokens"): [
         send("header names team-b", False, json=MESSAGES, headers=on("team-b")),

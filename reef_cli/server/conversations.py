@@ -1,0 +1,109 @@
+"""``previous_response_id`` for upstreams that keep no state: Reef keeps the conversation.
+
+A Responses answer Reef translated has the id ``resp_<hex>`` of its receipt
+``rec_<hex>``, so its record *is* the stored turn: the request (its ``input`` and its own
+``previous_response_id``) and the response (its ``output``). A conversation is rebuilt by
+walking those links back. Recent turns are also kept in memory, so the next request finds
+the turn it continues at once, before the recorder has written it (and without a read).
+Lookups are scoped to the scenario: another scenario's response id is not found. A
+request sent with ``store: false`` is not kept, as the API promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from reef_cli.core.records import RecordNotFound, RecordStore
+from reef_cli.server import translate_responses as tr
+
+RESPONSE_PREFIX = "resp_"
+RECEIPT_PREFIX = "rec_"
+MAX_TURNS = 10_000  # a longer chain of previous_response_id is refused as a loop
+
+
+def response_id_of(receipt: str) -> str:
+    return RESPONSE_PREFIX + receipt.removeprefix(RECEIPT_PREFIX)
+
+
+def receipt_of(response_id: str) -> str | None:
+    if not response_id.startswith(RESPONSE_PREFIX):
+        return None
+    return RECEIPT_PREFIX + response_id.removeprefix(RESPONSE_PREFIX)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One stored answer: the response it continued, and the items it added."""
+
+    scenario: str
+    previous: str | None
+    items: tuple[dict[str, Any], ...]
+
+
+def turn_of(scenario: str, request: dict[str, Any], response: dict[str, Any]) -> Turn:
+    output = [item for item in response.get("output") or [] if isinstance(item, dict)]
+    previous = request.get("previous_response_id")
+    return Turn(
+        scenario,
+        previous if isinstance(previous, str) else None,
+        (*tr.input_items(request), *output),
+    )
+
+
+def keeps(request: dict[str, Any]) -> bool:
+    """Whether the answer to ``request`` may be continued (``store`` defaults to true)."""
+    return request.get("store", True) is not False
+
+
+class Conversations:
+    """Recent turns in memory (``size`` of them), the rest read from the record store."""
+
+    def __init__(self, store: RecordStore | None, size: int = 512) -> None:
+        self.store = store
+        self.size = size
+        self._recent: OrderedDict[str, Turn] = OrderedDict()
+
+    def remember(self, response_id: str, turn: Turn) -> None:
+        self._recent[response_id] = turn
+        self._recent.move_to_end(response_id)
+        while len(self._recent) > self.size:
+            self._recent.popitem(last=False)
+
+    async def history(self, scenario: str, response_id: str) -> list[dict[str, Any]] | None:
+        """The items before a request that continues ``response_id`` (oldest first), or
+        None when no such response of ``scenario`` is kept."""
+        turns: list[Turn] = []
+        current: str | None = response_id
+        while current is not None:
+            if len(turns) >= MAX_TURNS:
+                return None
+            turn = self._recent.get(current)
+            if turn is None:
+                turn = await asyncio.to_thread(self._read, current)
+            if turn is None or turn.scenario != scenario:
+                return None
+            turns.append(turn)
+            current = turn.previous
+        return [item for turn in reversed(turns) for item in turn.items]
+
+    def _read(self, response_id: str) -> Turn | None:
+        receipt = receipt_of(response_id)
+        if receipt is None or self.store is None:
+            return None
+        try:
+            record = self.store.get(receipt)
+        except RecordNotFound:
+            return None
+        if (
+            record.client_dialect != "responses"
+            or record.upstream_dialect == "responses"  # the upstream keeps those
+            or (record.status or 0) >= 400
+            or not isinstance(record.request, dict)
+            or not isinstance(record.response, dict)
+            or not keeps(record.request)
+        ):
+            return None
+        return turn_of(record.scenario, record.request, record.response)
