@@ -30,6 +30,12 @@ def serve(
     upstream_key_env: str | None = typer.Option(
         None, "--upstream-key-env", help="environment variable holding the upstream API key"
     ),
+    upstream_responses: bool | None = typer.Option(
+        None,
+        "--upstream-responses/--no-upstream-responses",
+        help="the upstream speaks the OpenAI Responses API: relay /v1/responses as is "
+        "[default: only for api.openai.com; else translate it to chat]",
+    ),
     config_file: Path | None = typer.Option(
         None, "-c", "--config", help="a YAML file with these settings (flags win)"
     ),
@@ -59,7 +65,8 @@ def serve(
         False, "--background", hidden=True, help="started by a wrapper (serve.json says so)"
     ),
 ) -> None:
-    """Run the recording proxy: OpenAI/Anthropic routes, receipts, reports, the Reef API."""
+    """Run the recording proxy: OpenAI chat, Responses and Anthropic routes, receipts,
+    reports, the Reef API."""
     if ctx.invoked_subcommand is not None:
         return  # `reef serve status|stop`
     from reef_cli.core import serve_process
@@ -83,6 +90,7 @@ def serve(
         "upstream_model": upstream_model,
         "upstream_dialect": upstream_dialect,
         "upstream_key_env": upstream_key_env,
+        "upstream_responses": upstream_responses,
         "default_scenario": scenario,
         "max_body_bytes": max_body_mb * 1024 * 1024 if max_body_mb else None,
         "open": open_ or None,
