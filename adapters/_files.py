@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,6 +170,14 @@ def _check_writable(target: Path) -> None:
         ) from exc
 
 
+def _mode(path: Path) -> int | None:
+    """The permission bits of an existing file (kept when Reef rewrites or restores it)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+
+
 def apply(plan: Plan) -> None:
     """Write the plan; on any failure put back what was already written."""
     target = plan.target
@@ -185,25 +194,26 @@ def apply(plan: Plan) -> None:
         texts[rel] = merge.apply(current)
     stale = [rel for rel in previous.get("owned", []) if rel not in texts]
 
-    undo: list[tuple[Path, bytes | None]] = []
+    undo: list[tuple[Path, bytes | None, int | None]] = []
     new_backups: list[Path] = []
     state_existed = (target / STATE_DIR).exists()
     try:
         for rel, text in texts.items():
             path = target / rel
             before = path.read_bytes() if path.exists() else None
+            mode = _mode(path)
             if rel in plan.merged and rel not in originals:
                 originals[rel] = None
                 if before is not None:
                     new_backups.append(backups_dir / rel)
-                    atomic_write_bytes(backups_dir / rel, before)
+                    atomic_write_bytes(backups_dir / rel, before, mode)
                     originals[rel] = sha(before)
-            undo.append((path, before))
-            atomic_write_text(path, text)
+            undo.append((path, before, mode))
+            atomic_write_text(path, text, mode)
         for rel in stale:
             path = target / rel
             if path.exists():
-                undo.append((path, path.read_bytes()))
+                undo.append((path, path.read_bytes(), _mode(path)))
                 path.unlink()
                 _prune(path.parent, target)
         manifest = {
@@ -215,13 +225,13 @@ def apply(plan: Plan) -> None:
         }
         atomic_write_text(target / STATE_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     except BaseException:
-        for path, before in reversed(undo):
+        for path, before, mode in reversed(undo):
             try:  # the path that failed was never written: it must not stop the rest
                 if before is None:
                     path.unlink(missing_ok=True)
                     _prune(path.parent, target)  # folders this install created
                 else:
-                    atomic_write_bytes(path, before)
+                    atomic_write_bytes(path, before, mode)
             except OSError:
                 continue
         for backup in new_backups:
@@ -251,7 +261,7 @@ def remove(target: Path, unmerge: dict[str, Callable[[str], str | None]]) -> boo
         current = path.read_bytes() if path.exists() else None
         untouched = current is not None and sha(current) == written.get(rel)
         if untouched and originals.get(rel) and backup.exists():
-            atomic_write_bytes(path, backup.read_bytes())
+            atomic_write_bytes(path, backup.read_bytes(), _mode(backup))
         elif untouched and originals.get(rel) is None:
             path.unlink()
             _prune(path.parent, target)
@@ -260,7 +270,7 @@ def remove(target: Path, unmerge: dict[str, Callable[[str], str | None]]) -> boo
             if left is None:
                 path.unlink()
             else:
-                atomic_write_text(path, left)
+                atomic_write_text(path, left, _mode(path))
     shutil.rmtree(target / STATE_DIR, ignore_errors=True)
     return True
 
