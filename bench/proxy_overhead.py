@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/proxy_overhead.py [--duration 5] [--litellm PATH | --no-litellm]
         [--variants journal-off,no-record,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
-        [-c serve.yaml | --no-live-loop]
+        [-c serve.yaml | --no-live-loop] [--no-responses]
 
 Starts a fast scripted upstream (uvicorn + bare Starlette: answers at once, 20 SSE chunks
 when streaming), then measures, with wrk as the load generator:
@@ -15,6 +15,13 @@ when streaming), then measures, with wrk as the load generator:
   reef: live-loop  reef serve with the live loop on (`-c FILE`, default a serve.yaml with
               reef: {recipe: skillclaw, batch_size: 1000000, poll_s: 1}): what the polling
               costs the hot path (--no-live-loop leaves the row out)
+  reef: responses  the official-shape Responses request (POST /v1/responses: instructions,
+              input items, a function tool) to the same reef serve, translated to the
+              chat upstream and back (its +p50 is against direct chat, the call it makes)
+  reef: responses relay  reef serve with upstream_responses: the Responses request relayed
+              as bytes to the upstream's /v1/responses; against `bare relay: responses`
+              (the bare relay with that route) and `direct: responses` (the upstream's)
+              (--no-responses leaves the three Responses rows and reef: responses out)
   reef: X     reef serve with one thing changed (--variants), to find what the tail costs:
               journal-off (no receipt journal), no-record (--no-record), gc-freeze
               (gc.freeze() after start-up), gc-off (no cyclic GC), switch-default
@@ -29,7 +36,8 @@ when streaming), then measures, with wrk as the load generator:
 
 Reports latency p50/p99 at concurrency 1 (and added vs direct), requests/s and p99 at
 concurrency 16, and streaming time-to-first-chunk, and prints reef's ratios against the
-bare relay. A row whose wrk output cannot be parsed says so; the bench goes on.
+bare relay (the Responses rows: against the bare relay on the same run). A row whose wrk
+output cannot be parsed says so; the bench goes on.
 Figures go in docs/performance.md; they are not test assertions.
 """
 
@@ -48,6 +56,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -56,6 +65,38 @@ BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello
 STREAM_BODY = json.dumps(
     {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello there"}]}
 )
+# A Responses request as Codex and the openai SDK send it: instructions, input items, a
+# function tool (the answer is text; the tool only has to be translated).
+RESPONSES_REQUEST = {
+    "model": "m",
+    "instructions": "You are a coding agent.",
+    "input": [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "hello there"}],
+        }
+    ],
+    "tools": [
+        {
+            "type": "function",
+            "name": "shell",
+            "description": "run a command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        }
+    ],
+    "tool_choice": "auto",
+    "parallel_tool_calls": False,
+}
+RESPONSES_BODY = json.dumps(RESPONSES_REQUEST)
+RESPONSES_STREAM_BODY = json.dumps({**RESPONSES_REQUEST, "stream": True})
+# what check_streaming sends ("slow" also in the text: a translated body keeps only that)
+SLOW_BODY = json.dumps(
+    {"model": "m", "stream": True, "slow": True, "messages": [{"role": "user", "content": "slow"}]}
+)
+SLOW_RESPONSES_BODY = json.dumps({"model": "m", "stream": True, "slow": True, "input": "slow"})
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 
 UPSTREAM_APP = r"""
 import asyncio, json, sys, uvicorn
@@ -69,6 +110,60 @@ ANSWER = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created":
 CHUNKS = [("data: " + json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
     "model": "m", "choices": [{"index": 0, "delta": {"content": f"w{i} "}, "finish_reason": None}]})
     + "\n\n").encode() for i in range(20)] + [b"data: [DONE]\n\n"]
+
+def event(kind, seq, **fields):
+    data = json.dumps({"type": kind, "sequence_number": seq, **fields})
+    return f"event: {kind}\ndata: {data}\n\n".encode()
+
+def response(status, output):
+    return {"id": "resp_1", "object": "response", "created_at": 0, "status": status, "model": "m",
+        "output": output, "error": None, "incomplete_details": None, "instructions": None,
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "metadata": {},
+        "usage": {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7} if output else None}
+
+def message(text, status="completed"):
+    content = [{"type": "output_text", "text": text, "annotations": []}] if text is not None else []
+    return {"type": "message", "id": "msg_1", "status": status, "role": "assistant", "content": content}
+
+def response_events(n):
+    text = "".join(f"w{i} " for i in range(n))
+    at = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    head = [event("response.created", 0, response=response("in_progress", [])),
+        event("response.in_progress", 1, response=response("in_progress", [])),
+        event("response.output_item.added", 2, output_index=0, item=message(None, "in_progress")),
+        event("response.content_part.added", 3, **at, part=part)]
+    deltas = [event("response.output_text.delta", 4 + i, **at, delta=f"w{i} ") for i in range(n)]
+    seq = 4 + n
+    tail = [event("response.output_text.done", seq, **at, text=text),
+        event("response.content_part.done", seq + 1, **at, part={**part, "text": text}),
+        event("response.output_item.done", seq + 2, output_index=0, item=message(text)),
+        event("response.completed", seq + 3, response=response("completed", [message(text)]))]
+    return head, deltas, tail
+
+R_ANSWER = json.dumps(response("completed", [message("Hi!")])).encode()
+R_EVENTS = response_events(20)
+R_SLOW = response_events(5)
+
+async def responses(request):
+    body = await request.body()
+    if b'"slow"' in body:
+        head, deltas, tail = R_SLOW
+        async def slow():
+            for c in head:
+                yield c
+            for c in deltas:
+                yield c
+                await asyncio.sleep(0.05)
+            yield b"".join(tail)
+        return StreamingResponse(slow(), media_type="text/event-stream")
+    if b'"stream": true' in body or b'"stream":true' in body:
+        async def gen():
+            for part in R_EVENTS:
+                for c in part:
+                    yield c
+        return StreamingResponse(gen(), media_type="text/event-stream")
+    return Response(R_ANSWER, media_type="application/json")
 
 async def chat(request):
     body = await request.body()
@@ -86,8 +181,10 @@ async def chat(request):
         return StreamingResponse(gen(), media_type="text/event-stream")
     return Response(ANSWER, media_type="application/json")
 
-app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
+    Route("/v1/responses", responses, methods=["POST"])])
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 """
 
 REEF_APP = r"""
@@ -139,9 +236,22 @@ if variant == "live-loop":  # the serve.yaml's `reef:` section, with the real jo
 
     loop = build({"upstream": "http://x/v1", **load_file(Path(sys.argv[4]))}).reef
     runner = Worker()
+responses = {"upstream_responses": True} if variant == "responses-relay" else {}
 serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2] + "/v1", upstream_dialect="openai",
-                  record=variant != "no-record", reef=loop),
+                  record=variant != "no-record", reef=loop, **responses),
       announce=lambda s: None, jobs=runner)
+"""
+# The bare relay (bench/bare_relay.py as it is) with a /v1/responses route added: the
+# reference for `reef: responses relay`.
+RELAY_APP = r"""
+import runpy, sys
+import uvicorn
+from starlette.routing import Route
+
+relay = runpy.run_path(sys.argv[3], run_name="bare_relay")
+relay["app"].router.routes.append(Route("/v1/responses", relay["relay"], methods=["POST"]))
+uvicorn.run(relay["app"], host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
+            access_log=False)
 """
 # The live-loop row: `reef serve -c` with this file (the loop polls every second; the
 # batch is never full, so what it costs is the polling, not a recipe's run).
@@ -214,6 +324,20 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
     raise RuntimeError(f"port {port} did not open")
 
 
+class Target(NamedTuple):
+    """One row: where wrk sends which request, and the direct row its +p50 is taken from."""
+
+    name: str
+    port: int
+    headers: dict[str, str]
+    path: str = CHAT_PATH
+    base: str = "direct"
+
+    @property
+    def responses(self) -> bool:
+        return self.path == RESPONSES_PATH
+
+
 class Unparsable(RuntimeError):
     """wrk ran but its output lacks a figure (no request finished, a crash, a new format)."""
 
@@ -276,7 +400,9 @@ def wrk(
     return result
 
 
-def first_chunk_ms(host: str, port: int, path: str, headers: dict[str, str], n: int) -> float:
+def first_chunk_ms(
+    host: str, port: int, path: str, headers: dict[str, str], n: int, body: str = STREAM_BODY
+) -> float:
     """Median time from sending a streaming request to the first body byte (keep-alive)."""
     import http.client
 
@@ -285,7 +411,7 @@ def first_chunk_ms(host: str, port: int, path: str, headers: dict[str, str], n: 
     for _ in range(n):
         start = time.perf_counter()
         conn.request(
-            "POST", path, body=STREAM_BODY, headers={"content-type": "application/json", **headers}
+            "POST", path, body=body, headers={"content-type": "application/json", **headers}
         )
         resp = conn.getresponse()
         resp.read1(1) if hasattr(resp, "read1") else resp.read(1)
@@ -298,19 +424,11 @@ def first_chunk_ms(host: str, port: int, path: str, headers: dict[str, str], n: 
     return statistics.median(times[5:])
 
 
-def check_streaming(port: int, path: str, headers: dict[str, str]) -> bool:
-    """Upstream sends 5 chunks 50 ms apart: the first must arrive long before the last."""
+def check_streaming(port: int, path: str, headers: dict[str, str], body: str = SLOW_BODY) -> bool:
+    """Upstream sends 5 chunks 50 ms apart: the first must arrive long before the last.
+    ("slow" in the message too: gateways that drop unknown fields (Portkey) pass it on.)"""
     import http.client
 
-    # "slow" in the message too: gateways that drop unknown fields (Portkey) still pass it on
-    body = json.dumps(
-        {
-            "model": "m",
-            "stream": True,
-            "slow": True,
-            "messages": [{"role": "user", "content": "slow"}],
-        }
-    )
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     start = time.perf_counter()
     conn.request("POST", path, body=body, headers={"content-type": "application/json", **headers})
@@ -421,6 +539,41 @@ def diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
+# (row, its bare relay, their direct row, how the ratio line names the row)
+RESPONSES_PAIRS = (
+    ("reef: responses", "bare relay", "direct", "reef responses (translated to chat)"),
+    ("reef: responses relay", "bare relay: responses", "direct: responses", "reef responses relay"),
+)
+
+
+def responses_ratios(results: dict[str, dict[str, float | None]]) -> list[str]:
+    """The Responses rows against the bare relay of the same run, as the chat row's ratios:
+    Reef translating a Responses request to the chat upstream vs the bare relay's chat
+    relay; Reef relaying it to a Responses upstream vs the bare relay on /v1/responses."""
+    lines: list[str] = []
+    for row, relay, direct, label in RESPONSES_PAIRS:
+        r = results.get(row)
+        if r is None or r.get("p50") is None:
+            continue  # left out (--no-responses), or its own "no result" line says why
+        b, d = results.get(relay) or {}, results.get(direct) or {}
+        missing = [n for n, x in ((relay, b), (direct, d)) if x.get("p50") is None]
+        if missing:
+            lines.append(f"no ratio for {row}: {' and '.join(missing)} has no result")
+            continue
+        added_b = max(b["p50"] - d["p50"], 0.001)  # type: ignore[operator]
+        added_r = r["p50"] - d["p50"]  # type: ignore[operator]
+        lines.append(
+            f"ratio added p50, {label} / {relay}: {added_r / added_b:.2f}  (target <= 2); "
+            f"added {added_r:.3f} vs {added_b:.3f} ms"
+        )
+        if r.get("rps16") and b.get("rps16"):
+            lines.append(
+                f"ratio c=16 throughput, {label} / {relay}: "
+                f"{r['rps16'] / b['rps16']:.2f}  (target >= 0.5)"  # type: ignore[operator]
+            )
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=5)
@@ -447,6 +600,12 @@ def main() -> None:
     ap.add_argument(
         "--no-live-loop", action="store_true", help="leave out the `reef: live-loop` row"
     )
+    ap.add_argument(
+        "--no-responses",
+        action="store_true",
+        help="leave out the Responses rows (reef: responses, reef: responses relay, and the "
+        "bare relay and direct rows on /v1/responses)",
+    )
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     if not args.no_live_loop and "live-loop" not in variants:
@@ -457,11 +616,12 @@ def main() -> None:
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (apt-get install wrk)")
     tmp = Path(tempfile.mkdtemp(prefix="reef-bench-"))
-    lua = tmp / "post.lua"
-    lua.write_text(
-        f'wrk.method = "POST"\nwrk.body = {json.dumps(BODY)}\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-    )
+    luas = {CHAT_PATH: tmp / "post.lua", RESPONSES_PATH: tmp / "responses.lua"}
+    for lua_path, lua_body in ((CHAT_PATH, BODY), (RESPONSES_PATH, RESPONSES_BODY)):
+        luas[lua_path].write_text(
+            f'wrk.method = "POST"\nwrk.body = {json.dumps(lua_body)}\n'
+            'wrk.headers["Content-Type"] = "application/json"\n'
+        )
     procs: list[subprocess.Popen] = []
     env = {
         **os.environ,
@@ -479,26 +639,48 @@ def main() -> None:
         return proc
 
     homes: dict[str, Path] = {}
+    bases: dict[str, str] = {}  # row -> the direct row its added latency is taken from
     results: dict[str, dict[str, float | None]] = {}
     why_not: dict[str, str] = {}
     try:
         up = free_port()
         (tmp / "upstream.py").write_text(UPSTREAM_APP)
         start([PY, str(tmp / "upstream.py"), str(up)], up)
-        targets: list[tuple[str, int, dict[str, str]]] = [("direct", up, {})]
+        targets: list[Target] = [Target("direct", up, {})]
 
         relay = free_port()
         start(
             [PY, str(ROOT / "bench" / "bare_relay.py"), str(relay), f"http://127.0.0.1:{up}"], relay
         )
-        targets.append(("bare relay", relay, {}))
+        targets.append(Target("bare relay", relay, {}))
+        reef_auth = {"Authorization": f"Bearer {TOKEN}"}
+        responses_rows: list[Target] = []
+        if not args.no_responses:
+            relay_r = free_port()
+            (tmp / "relay_responses.py").write_text(RELAY_APP)
+            start(
+                [
+                    PY,
+                    str(tmp / "relay_responses.py"),
+                    str(relay_r),
+                    f"http://127.0.0.1:{up}",
+                    str(ROOT / "bench" / "bare_relay.py"),
+                ],
+                relay_r,
+            )
+            base = "direct: responses"
+            targets.append(Target(base, up, {}, RESPONSES_PATH, base))
+            targets.append(Target("bare relay: responses", relay_r, {}, RESPONSES_PATH, base))
 
         (tmp / "reef.py").write_text(REEF_APP)
         serve_yaml = args.config or tmp / "serve.yaml"
         if args.config is None:
             serve_yaml.write_text(LIVE_LOOP_YAML)
-        for variant in ["", *variants]:
+        reef_rows = ["", *variants] + ([] if args.no_responses else ["responses-relay"])
+        for variant in reef_rows:
             name = f"reef: {variant}" if variant else "reef serve"
+            if variant == "responses-relay":
+                name = "reef: responses relay"
             port = free_port()
             homes[name] = tmp / (f"home-{variant}" if variant else "home")
             start(
@@ -513,7 +695,15 @@ def main() -> None:
                 port,
                 REEF_HOME=str(homes[name]),
             )
-            targets.append((name, port, {"Authorization": f"Bearer {TOKEN}"}))
+            if variant == "responses-relay":
+                responses_rows.append(
+                    Target(name, port, reef_auth, RESPONSES_PATH, "direct: responses")
+                )
+                continue
+            targets.append(Target(name, port, reef_auth))
+            if not variant and not args.no_responses:  # the same server, translating
+                responses_rows.insert(0, Target("reef: responses", port, reef_auth, RESPONSES_PATH))
+        targets += responses_rows
 
         if shutil.which("nginx"):
             port = free_port()
@@ -521,7 +711,7 @@ def main() -> None:
             conf = tmp / "nginx" / "nginx.conf"
             conf.write_text(NGINX_CONF.format(prefix=tmp / "nginx", up=up, port=port))
             start(["nginx", "-c", str(conf), "-p", str(tmp / "nginx"), "-g", "daemon off;"], port)
-            targets.append(("nginx", port, {}))
+            targets.append(Target("nginx", port, {}))
         else:
             print("skip nginx: not installed (apt-get install nginx-light)")
 
@@ -538,7 +728,7 @@ def main() -> None:
                     port,
                 )
                 time.sleep(3)
-                targets.append(("litellm", port, {"Authorization": "Bearer sk-bench"}))
+                targets.append(Target("litellm", port, {"Authorization": "Bearer sk-bench"}))
             except (Skip, RuntimeError, OSError) as exc:
                 print(f"skip litellm: {exc}")
 
@@ -552,7 +742,7 @@ def main() -> None:
                 port = free_port()
                 start([node, entry, f"--port={port}", "--headless"], port, NODE_ENV="production")
                 targets.append(
-                    (
+                    Target(
                         "portkey",
                         port,
                         {
@@ -565,15 +755,15 @@ def main() -> None:
             except (Skip, RuntimeError, OSError) as exc:
                 print(f"skip portkey: {exc}")
 
-        path = "/v1/chat/completions"
-        ready: list[tuple[str, int, dict[str, str]]] = []
-        for name, port, headers in targets:
-            url = f"http://127.0.0.1:{port}{path}"
+        ready: list[Target] = []
+        for target in targets:
+            name, port, headers = target.name, target.port, target.headers
+            url = f"http://127.0.0.1:{port}{target.path}"
             last = ""
             for _ in range(30):  # warm up (reef creates its default scenario on first use)
                 try:
-                    wrk(url, 1, 1, headers, lua)
-                    ready.append((name, port, headers))
+                    wrk(url, 1, 1, headers, luas[target.path])
+                    ready.append(target)
                     break
                 except RuntimeError as exc:
                     last = str(exc).splitlines()[0]
@@ -582,21 +772,28 @@ def main() -> None:
                 why_not[name] = f"never answered 2xx while warming up: {last}"
                 print(f"skip {name}: {why_not[name]}", flush=True)
         targets = ready
+        bases.update({t.name: t.base for t in targets})
         # Rounds interleave the targets so background load hits them alike; medians reported.
-        samples: dict[str, list[dict[str, float | None]]] = {name: [] for name, _, _ in targets}
+        samples: dict[str, list[dict[str, float | None]]] = {t.name: [] for t in targets}
         for round_no in range(args.rounds):
-            for name, port, headers in targets:
+            for target in targets:
+                name, port, headers, path = target.name, target.port, target.headers, target.path
                 url = f"http://127.0.0.1:{port}{path}"
                 try:
-                    c1 = wrk(url, 1, args.duration, headers, lua)
-                    c16 = wrk(url, 16, args.duration, headers, lua)
+                    c1 = wrk(url, 1, args.duration, headers, luas[path])
+                    c16 = wrk(url, 16, args.duration, headers, luas[path])
                 except RuntimeError as exc:
                     why_not[name] = str(exc).splitlines()[0]
                     print(f"{name}: sample dropped: {why_not[name]}", flush=True)
                     continue
                 try:
                     ttfc: float | None = first_chunk_ms(
-                        "127.0.0.1", port, path, headers, args.ttfc_requests
+                        "127.0.0.1",
+                        port,
+                        path,
+                        headers,
+                        args.ttfc_requests,
+                        RESPONSES_STREAM_BODY if target.responses else STREAM_BODY,
                     )
                 except (OSError, ValueError) as exc:
                     print(f"{name}: no time-to-first-chunk: {exc}", flush=True)
@@ -611,7 +808,8 @@ def main() -> None:
                     }
                 )
             print(f"round {round_no + 1}/{args.rounds} done", flush=True)
-        for name, port, headers in targets:
+        for target in targets:
+            name = target.name
             if not samples[name]:
                 why_not.setdefault(name, "no valid samples")
                 continue
@@ -620,7 +818,9 @@ def main() -> None:
                 for key in ("p50", "p99", "rps16", "p99_16", "ttfc")
             }
             try:
-                results[name]["streamed"] = float(check_streaming(port, path, headers))
+                slow = SLOW_RESPONSES_BODY if target.responses else SLOW_BODY
+                streamed = check_streaming(target.port, target.path, target.headers, slow)
+                results[name]["streamed"] = float(streamed)
             except (OSError, ValueError) as exc:
                 print(f"{name}: streaming not checked: {exc}", flush=True)
                 results[name]["streamed"] = None
@@ -642,23 +842,26 @@ def main() -> None:
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(
-        f"{'target':<20} {'p50 ms':>8} {'+p50 ms':>8} {'p99 ms':>8} {'+p99 ms':>8} "
+        f"{'target':<22} {'p50 ms':>8} {'+p50 ms':>8} {'p99 ms':>8} {'+p99 ms':>8} "
         f"{'c=16 req/s':>11} {'c=16 p99':>9} {'TTFC ms':>8} {'+TTFC':>7} streamed"
     )
     for name, r in results.items():
-        streamed = {None: "n/a", 0.0: "NO"}.get(r.get("streamed"), "yes")
+        shown = {None: "n/a", 0.0: "NO"}.get(r.get("streamed"), "yes")
+        ref = results.get(bases.get(name, "direct"), {})  # +columns: against its direct row
         print(
-            f"{name:<20} {fmt(r['p50'], '8.3f')} {fmt(diff(r['p50'], d.get('p50')), '8.3f')} "
-            f"{fmt(r['p99'], '8.3f')} {fmt(diff(r['p99'], d.get('p99')), '8.3f')} "
+            f"{name:<22} {fmt(r['p50'], '8.3f')} {fmt(diff(r['p50'], ref.get('p50')), '8.3f')} "
+            f"{fmt(r['p99'], '8.3f')} {fmt(diff(r['p99'], ref.get('p99')), '8.3f')} "
             f"{fmt(r['rps16'], '11.0f')} {fmt(r['p99_16'], '9.3f')} {fmt(r['ttfc'], '8.3f')} "
-            f"{fmt(diff(r['ttfc'], d.get('ttfc')), '7.3f')} {streamed}"
+            f"{fmt(diff(r['ttfc'], ref.get('ttfc')), '7.3f')} {shown}"
         )
     for name, reason in why_not.items():
         if name not in results:
-            print(f"{name:<20} no result: {reason}")
+            print(f"{name:<22} no result: {reason}")
     print()
     for name, count in records.items():
         print(f"{name} recorded {count} exchanges during the run")
+    for line in responses_ratios(results):
+        print(line)
     b, reef = results.get("bare relay"), results.get("reef serve")
     if not (d and b and reef) or None in (d["p50"], b["p50"], reef["p50"]):
         print("no ratios: direct, bare relay or reef serve has no result")

@@ -4,6 +4,7 @@ so instead of crashing when a figure is missing."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,104 @@ def test_a_missing_figure_is_reported_not_a_crash(out: str) -> None:
     with pytest.raises(bench.Unparsable, match="cannot parse wrk output"):
         bench.parse_wrk(out)
     assert issubclass(bench.Unparsable, RuntimeError)  # the bench drops the sample, goes on
+
+
+# ---------------------------------------------------------------- the Responses rows
+
+RESULTS = {
+    "direct": {"p50": 0.5, "rps16": 9000.0},
+    "bare relay": {"p50": 0.9, "rps16": 4000.0},
+    "reef serve": {"p50": 1.3, "rps16": 3000.0},
+    "reef: responses": {"p50": 1.7, "rps16": 2500.0},
+    "direct: responses": {"p50": 0.6, "rps16": 8000.0},
+    "bare relay: responses": {"p50": 1.1, "rps16": 3800.0},
+    "reef: responses relay": {"p50": 1.6, "rps16": 2900.0},
+}
+
+
+def test_responses_ratios_against_the_bare_relay_of_the_run() -> None:
+    lines = bench.responses_ratios(RESULTS)
+    assert lines == [
+        "ratio added p50, reef responses (translated to chat) / bare relay: 3.00  "
+        "(target <= 2); added 1.200 vs 0.400 ms",
+        "ratio c=16 throughput, reef responses (translated to chat) / bare relay: 0.62  "
+        "(target >= 0.5)",
+        "ratio added p50, reef responses relay / bare relay: responses: 2.00  "
+        "(target <= 2); added 1.000 vs 0.500 ms",
+        "ratio c=16 throughput, reef responses relay / bare relay: responses: 0.76  "
+        "(target >= 0.5)",
+    ]
+
+
+def test_responses_ratios_say_what_is_missing() -> None:
+    partial = {k: v for k, v in RESULTS.items() if k != "bare relay: responses"}
+    lines = bench.responses_ratios(partial)
+    assert lines[-1] == "no ratio for reef: responses relay: bare relay: responses has no result"
+    assert len(lines) == 3
+    left_out = {k: v for k, v in RESULTS.items() if "responses" not in k}
+    assert bench.responses_ratios(left_out) == []  # --no-responses: no lines at all
+
+
+def _upstream_app() -> object:
+    namespace: dict[str, object] = {"__name__": "bench_upstream"}  # not __main__: no uvicorn.run
+    exec(compile(bench.UPSTREAM_APP, "bench_upstream", "exec"), namespace)
+    return namespace["app"]
+
+
+def test_the_scripted_upstream_speaks_the_responses_api() -> None:
+    """What the Responses rows measure against: an answer and a stream the official SDK
+    reads to the end, from the bench's own upstream."""
+    import openai
+
+    from tests.fakes.server_thread import ServerThread
+
+    with ServerThread(_upstream_app()) as srv:
+        client = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+        request = json.loads(bench.RESPONSES_BODY)
+        assert client.responses.create(**request).output_text == "Hi!"
+        with client.responses.stream(**request) as stream:
+            deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+            final = stream.get_final_response()
+        assert len(deltas) == 20 and final.output_text == "".join(deltas)
+        assert final.usage is not None and final.usage.total_tokens == 7
+        slow = json.loads(bench.SLOW_RESPONSES_BODY)
+        marker = {"slow": slow.pop("slow")}  # not an SDK parameter: sent as an extra
+        events = list(client.responses.create(**slow, extra_body=marker))
+        assert [e.type for e in events].count("response.output_text.delta") == 5
+        assert events[-1].type == "response.completed"
+        chat = client.chat.completions.create(**json.loads(bench.BODY))
+        assert chat.choices[0].message.content == "Hi!"
+
+
+def test_the_bare_relay_with_a_responses_route(tmp_path: Path) -> None:
+    """The `bare relay: responses` row: bench/bare_relay.py as it is, plus the route."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.fakes.server_thread import ServerThread
+
+    script = tmp_path / "relay.py"
+    script.write_text(bench.RELAY_APP)
+    port = bench.free_port()
+    with ServerThread(_upstream_app()) as up:
+        relay = PATH.parent / "bare_relay.py"
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(port), up.url, str(relay)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            bench.wait_port(port, proc, timeout=30)
+            url = f"http://127.0.0.1:{port}/v1/responses"
+            r = httpx.post(url, content=bench.RESPONSES_BODY, timeout=10)
+            assert r.status_code == 200 and r.json()["output"][0]["content"][0]["text"] == "Hi!"
+            r = httpx.post(url, content=bench.RESPONSES_STREAM_BODY, timeout=10)
+            assert r.headers["content-type"].startswith("text/event-stream")
+            assert r.text.count("event: response.output_text.delta") == 20
+            chat = f"http://127.0.0.1:{port}/v1/chat/completions"
+            assert httpx.post(chat, content=bench.BODY, timeout=10).json()["model"] == "m"
+        finally:
+            proc.terminate()
+            proc.wait(10)

@@ -435,6 +435,7 @@ class Proxy:
         tail = receipts.receipt_event(dialect, ex.id, ex.release_id)
         split = sse.Splitter()
         done = False
+        last = b""  # the latest events sent (Responses: where the numbering stands)
         try:
             async for chunk in resp.content.iter_any():
                 if ex.first_chunk is None:
@@ -442,6 +443,7 @@ class Proxy:
                 out = split.feed(chunk)
                 if not out:
                     continue
+                last = out
                 self._chunk(ex, out)
                 if tail and marker is not None:
                     cut = out.find(marker)
@@ -455,11 +457,11 @@ class Proxy:
             done = True
             ex.status = resp.status
             self._submit(ex)  # queued before the client sees the end of the stream
-            yield rest + tail
+            yield rest + _continued(dialect, rest or last, tail)
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             ex.status, ex.error = _mid_stream_failure(exc)
             self._submit(ex)
-            yield error_event(dialect, ex.status, ex.error) + tail
+            yield _continued(dialect, last, error_event(dialect, ex.status, ex.error) + tail)
         finally:
             if done:
                 resp.release()
@@ -495,7 +497,7 @@ class Proxy:
             yield out
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             ex.status, ex.error = _mid_stream_failure(exc)
-            out = tr.finish(complete=False) + error_event(dialect, ex.status, ex.error) + tail
+            out = tr.finish(error_event(dialect, ex.status, ex.error) + tail, complete=False)
             self._chunk(ex, out)
             self._submit(ex)
             yield out
@@ -563,6 +565,15 @@ class Proxy:
                 else translate_response.models_to_openai(body)
             )
         return Response(json.dumps(body), media_type=JSON)
+
+
+def _continued(dialect: str, sent: bytes, added: bytes) -> bytes:
+    """Events Reef adds after a relayed stream's own; a Responses stream's get the next
+    ``sequence_number`` after the last one sent."""
+    if dialect != "responses" or not added:
+        return added
+    last = sse.last_sequence(sent)
+    return sse.numbered(added, 0 if last is None else last + 1)
 
 
 def _maybe_json(data: bytes) -> Any:

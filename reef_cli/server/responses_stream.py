@@ -216,7 +216,10 @@ class ChatToResponses:
         else:
             self.final = self._response("completed")
             kind = "response.completed"
-        return out + self._event(kind, response=self.final) + tail
+        out += self._event(kind, response=self.final)
+        added = sse.numbered(tail, self.seq)  # the receipt (an error) continues the numbers
+        self.seq += sum(1 for _ in sse.iter_events(tail))
+        return out + added
 
 
 class Chained:

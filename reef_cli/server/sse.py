@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,3 +83,30 @@ class Parser:
     def close(self) -> list[tuple[str | None, str]]:
         rest = self._split.rest()
         return list(iter_events(rest)) if rest.strip() else []
+
+
+_SEQUENCE = re.compile(rb'"sequence_number"\s*:\s*(\d+)')
+
+
+def last_sequence(raw: bytes) -> int | None:
+    """The last ``sequence_number`` in ``raw`` (Responses API events), if any."""
+    at = raw.rfind(b'"sequence_number"')
+    found = _SEQUENCE.match(raw, at) if at >= 0 else None
+    return int(found.group(1)) if found is not None else None
+
+
+def numbered(raw: bytes, start: int) -> bytes:
+    """``raw``'s events with ``sequence_number`` start, start+1, …: the events Reef adds
+    to a Responses stream (the receipt, an error) continue the upstream's numbering."""
+    out = []
+    for i, (event, data) in enumerate(iter_events(raw)):
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            parsed["sequence_number"] = start + i
+            out.append(encode(parsed, event))
+        else:
+            out.append(encode(data, event))
+    return b"".join(out)

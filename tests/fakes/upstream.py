@@ -1,14 +1,16 @@
 """A scripted OpenAI + Anthropic compatible model server, with a request log.
 
-One app answers both dialects by path: ``/v1/chat/completions`` (OpenAI Chat) and
-``/v1/messages`` (Anthropic Messages), streaming or not, plus ``count_tokens`` and
-``/v1/models``. What it answers is scripted with ``Turn`` objects: text, tool calls,
-provider errors, stalls before or during the answer, and dropped connections.
+One app answers three dialects by path: ``/v1/chat/completions`` (OpenAI Chat),
+``/v1/responses`` (OpenAI Responses) and ``/v1/messages`` (Anthropic Messages),
+streaming or not, plus ``count_tokens`` and ``/v1/models``. What it answers is scripted
+with ``Turn`` objects: text, tool calls, provider errors, an early stop (``finish``),
+stalls before, during or between the chunks of the answer, and dropped connections.
 
     fake = FakeUpstream()
     fake.push(Turn(tool_calls=[("get_weather", {"city": "Paris"})]))
     with ServerThread(fake.app) as srv: ...   # srv.url + "/v1"
     fake.log[-1].body                          # what the proxy sent
+    fake.answers[-1]                           # what /v1/responses answered (bytes)
 
 Reusable by any test that needs a deterministic model (adapters, recipes, e2e).
 """
@@ -42,6 +44,8 @@ class Turn:
     chunks: int | None = None  # split text into this many deltas (default: by word)
     usage: tuple[int, int] = (11, 7)
     model: str | None = None
+    finish: str | None = None  # "length": the answer stopped at the token limit
+    pace: float = 0.0  # streams: seconds between any two chunks (each delta on its own)
 
 
 @dataclass
@@ -85,10 +89,12 @@ class FakeUpstream:
         self.chooser = chooser
         self.models = models or ["fake-model"]
         self.log: list[Logged] = []
+        self.answers: list[bytes] = []  # /v1/responses: each answer as sent (body or stream)
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
@@ -133,7 +139,7 @@ class FakeUpstream:
             )
         model = turn.model or body.get("model") or "fake-model"
         cid = "chatcmpl-" + uuid.uuid4().hex[:20]
-        calls = [
+        calls: list[dict[str, Any]] = [
             {
                 "id": f"call_{i}_{uuid.uuid4().hex[:8]}",
                 "type": "function",
@@ -141,7 +147,7 @@ class FakeUpstream:
             }
             for i, (name, args) in enumerate(turn.tool_calls)
         ]
-        finish = "tool_calls" if calls else "stop"
+        finish = turn.finish or ("tool_calls" if calls else "stop")
         usage = {
             "prompt_tokens": turn.usage[0],
             "completion_tokens": turn.usage[1],
@@ -242,6 +248,8 @@ class FakeUpstream:
                 }
             )
         stop = "tool_use" if turn.tool_calls else "end_turn"
+        if turn.finish:
+            stop = {"length": "max_tokens"}.get(turn.finish, turn.finish)
         usage = {"input_tokens": turn.usage[0], "output_tokens": turn.usage[1]}
         if not body.get("stream"):
             return JSONResponse(
@@ -318,9 +326,9 @@ class FakeUpstream:
                     "content_block_start",
                 )
             )
-            args = json.dumps(block["input"])
-            half = len(args) // 2
-            for part in (args[:half], args[half:]):
+            partial = json.dumps(block["input"])
+            half = len(partial) // 2
+            for part in (partial[:half], partial[half:]):
                 events.append(
                     _sse(
                         {
@@ -348,6 +356,170 @@ class FakeUpstream:
         events.append(_sse({"type": "message_stop"}, "message_stop"))
         return StreamingResponse(self._play(events, turn), media_type="text/event-stream")
 
+    # ------------------------------------------------------------ OpenAI Responses
+
+    async def _responses(self, request: Request) -> Response:
+        """``POST /v1/responses`` in the official shape: a ``response`` object, or its
+        event stream (``event:`` lines, ``sequence_number``s, ``response.completed``). A
+        tool call to one of the request's ``custom`` tools comes back as a
+        ``custom_tool_call`` whose ``input`` is the scripted ``args["input"]``."""
+        body = await self._record(request)
+        turn = self._next("responses", body)
+        if turn.stall:
+            await asyncio.sleep(turn.stall)
+        if turn.status >= 400:
+            error = {
+                "error": {
+                    "message": turn.error or "scripted failure",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+            with self._lock:
+                self.answers.append(json.dumps(error).encode())
+            return JSONResponse(error, turn.status)
+        rid = "resp_" + uuid.uuid4().hex
+        custom = {
+            t.get("name")
+            for t in body.get("tools") or []
+            if isinstance(t, dict) and t.get("type") == "custom"
+        }
+        msg_id = "msg_" + uuid.uuid4().hex[:24]
+        items: list[dict[str, Any]] = []
+        if turn.text:
+            items.append(
+                {
+                    "type": "message",
+                    "id": msg_id,
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "output_text",
+                            "text": turn.text,
+                            "annotations": [],
+                            "logprobs": [],
+                        }
+                    ],
+                }
+            )
+        for i, (name, args) in enumerate(turn.tool_calls):
+            call_id = f"call_{i}_{uuid.uuid4().hex[:8]}"
+            if name in custom:
+                items.append(
+                    {
+                        "type": "custom_tool_call",
+                        "id": "ctc_" + uuid.uuid4().hex[:24],
+                        "call_id": call_id,
+                        "name": name,
+                        "input": str(args.get("input", json.dumps(args))),
+                        "status": "completed",
+                    }
+                )
+            else:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "id": "fc_" + uuid.uuid4().hex[:24],
+                        "call_id": call_id,
+                        "name": name,
+                        "arguments": json.dumps(args),
+                        "status": "completed",
+                    }
+                )
+        usage = {
+            "input_tokens": turn.usage[0],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": turn.usage[1],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": sum(turn.usage),
+        }
+        status = "incomplete" if turn.finish == "length" else "completed"
+
+        def response(state: str, output: list[dict[str, Any]], used: Any) -> dict[str, Any]:
+            return {
+                "id": rid,
+                "object": "response",
+                "created_at": 1700000000,
+                "status": state,
+                "error": None,
+                "incomplete_details": (
+                    {"reason": "max_output_tokens"} if state == "incomplete" else None
+                ),
+                "instructions": body.get("instructions"),
+                "max_output_tokens": body.get("max_output_tokens"),
+                "model": turn.model or body.get("model") or "fake-model",
+                "output": output,
+                "parallel_tool_calls": body.get("parallel_tool_calls", True),
+                "previous_response_id": body.get("previous_response_id"),
+                "store": body.get("store", True) is not False,
+                "temperature": body.get("temperature"),
+                "text": {"format": {"type": "text"}},
+                "tool_choice": body.get("tool_choice") or "auto",
+                "tools": body.get("tools") or [],
+                "top_p": body.get("top_p"),
+                "truncation": "disabled",
+                "usage": used,
+                "metadata": body.get("metadata") or {},
+            }
+
+        if not body.get("stream"):
+            data = json.dumps(response(status, items, usage)).encode()
+            with self._lock:
+                self.answers.append(data)
+            return Response(data, media_type="application/json")
+
+        events: list[bytes] = []
+
+        def emit(kind: str, **fields: Any) -> None:
+            data = {"type": kind, "sequence_number": len(events), **fields}
+            events.append(_sse(data, kind))
+
+        emit("response.created", response=response("in_progress", [], None))
+        emit("response.in_progress", response=response("in_progress", [], None))
+        for n, item in enumerate(items):
+            where = {"output_index": n}
+            if item["type"] == "message":
+                part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                opened = {**item, "status": "in_progress", "content": []}
+                emit("response.output_item.added", **where, item=opened)
+                at = {"item_id": item["id"], **where, "content_index": 0}
+                emit("response.content_part.added", **at, part=part)
+                for piece in _pieces(turn):
+                    emit("response.output_text.delta", **at, delta=piece, logprobs=[])
+                emit("response.output_text.done", **at, text=turn.text, logprobs=[])
+                emit("response.content_part.done", **at, part=item["content"][0])
+            else:
+                key = "input" if item["type"] == "custom_tool_call" else "arguments"
+                kind = (
+                    "response.custom_tool_call_input"
+                    if key == "input"
+                    else "response.function_call_arguments"
+                )
+                opened = {**item, key: "", "status": "in_progress"}
+                emit("response.output_item.added", **where, item=opened)
+                value = item[key]
+                half = len(value) // 2
+                for piece in (value[:half], value[half:]):
+                    emit(f"{kind}.delta", item_id=item["id"], **where, delta=piece)
+                emit(f"{kind}.done", item_id=item["id"], **where, **{key: value})
+            emit("response.output_item.done", **where, item=item)
+        last = "response.incomplete" if status == "incomplete" else "response.completed"
+        emit(last, response=response(status, items, usage))
+        return StreamingResponse(self._play_kept(events, turn), media_type="text/event-stream")
+
+    async def _play_kept(self, events: list[bytes], turn: Turn) -> AsyncIterator[bytes]:
+        """``_play``, keeping what went out (up to a scripted drop) in ``answers``."""
+        sent = bytearray()
+        try:
+            async for event in self._play(events, turn):
+                sent += event
+                yield event
+        finally:
+            with self._lock:
+                self.answers.append(bytes(sent))
+
     async def _play(self, events: list[bytes], turn: Turn) -> AsyncIterator[bytes]:
         for i, event in enumerate(events):
             if turn.drop_after is not None and i >= turn.drop_after:
@@ -355,6 +527,8 @@ class FakeUpstream:
             yield event
             if i == 0 and turn.stall_mid:
                 await asyncio.sleep(turn.stall_mid)
+            if turn.pace and i < len(events) - 1:
+                await asyncio.sleep(turn.pace)
 
     async def _count(self, request: Request) -> Response:
         body = await self._record(request)
