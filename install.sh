@@ -36,8 +36,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- system packages -------------------------------------------------------------------
+# ripgrep: opencode's glob/grep/skill tools run `rg` (it would download one otherwise)
 APT_PACKAGES=(git git-lfs bubblewrap passt ca-certificates python3 python3-venv python3-pip
-              build-essential cmake util-linux)
+              build-essential cmake util-linux ripgrep)
 # wrk drives the proxy bench; chromium renders release pages in the tests (headless)
 if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk chromium); fi
 missing=()
@@ -89,7 +90,8 @@ if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(importlib.util.fin
 fi
 .venv/bin/reef model install smollm2-135m >/dev/null
 
-# --- the agents Reef adapts (pi 1.6, pi 0.73, Claude Code) and Node.js, pinned in .tools/
+# --- the agents Reef adapts (pi 1.6, pi 0.73, Claude Code, Codex CLI, opencode) and Node.js,
+# pinned in .tools/
 if ! command -v npm >/dev/null; then
   say "apt-get install nodejs npm (only to run npm; Node.js 22 comes from the npm registry)"
   $SUDO apt-get update -qq

@@ -337,8 +337,7 @@ class Proxy:
             client_dialect=dialect,
             upstream_dialect=up.dialect_for(dialect),
             request=raw,
-            session_header=request.headers.get("x-reef-session")
-            or request.headers.get("x-claude-code-session-id"),
+            session_header=_session_header(request.headers),
             started=started,
             served_release_id=chain.served,
             release_note=note,
@@ -565,6 +564,19 @@ class Proxy:
                 else translate_response.models_to_openai(body)
             )
         return Response(json.dumps(body), media_type=JSON)
+
+
+# The session a request belongs to: Reef's own header, else the agent's (Claude Code's,
+# opencode's ``x-session-id``); the first one present wins.
+SESSION_HEADERS = ("x-reef-session", "x-claude-code-session-id", "x-session-id")
+
+
+def _session_header(headers: Any) -> str | None:
+    for name in SESSION_HEADERS:
+        value = headers.get(name)
+        if value:
+            return str(value)
+    return None
 
 
 def _continued(dialect: str, sent: bytes, added: bytes) -> bytes:
