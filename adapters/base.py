@@ -156,6 +156,12 @@ class Adapter(abc.ABC):
     def harvest(self, target: Path, since: datetime | None = None) -> list[Session]:
         """Sessions from the agent's transcripts, newest last."""
 
+    def notice(self, target: Path) -> str | None:
+        """A line the wrapper prints before the agent starts (an update is waiting), for
+        agents that cannot show one themselves; None: nothing to say, or the agent's own
+        extension or hook says it (pi, Claude Code, Codex)."""
+        return None
+
     @abc.abstractmethod
     def agent_version(self) -> str:
         """The agent binary's version (``1.6.2``); raises when it is missing or unsupported."""

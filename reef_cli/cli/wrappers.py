@@ -96,7 +96,11 @@ class Wrapper:
 
         scenario = self.scenario()
         target, routing, _ = self.prepare(scenario)  # puts the token in os.environ
-        command, extra = adapters.get(self.adapter).wrapper(target, routing, argv)  # type: ignore[arg-type]
+        adapter = adapters.get(self.adapter)
+        command, extra = adapter.wrapper(target, routing, argv)  # type: ignore[arg-type]
+        line = adapter.notice(target)
+        if line:
+            print(line, file=sys.stderr)
         env = {**os.environ, **extra}
         # The agent keeps this pid after exec: the background serve stays up while it runs.
         serve_process.register_client(os.getpid())

@@ -239,3 +239,55 @@ def test_stop_leaves_a_process_that_is_not_reef_serve_alone(reef_home: Path) -> 
     finally:
         other.kill()
         other.wait()
+
+
+# The agents whose wrappers take the run's arguments as their own headless command: the
+# arguments, and what each says before it starts when a newer release waits.
+HEADLESS = {
+    "codex": ("reef-codex", ["exec", "--skip-git-repo-check", "hello"]),
+    "opencode": ("reef-opencode", ["run", "--title", "t", "--", "hello"]),
+}
+
+
+@pytest.mark.parametrize("agent", list(HEADLESS))
+def test_the_newer_wrappers_run_report_and_say_an_update_waits(
+    wrapper_env: dict[str, str], fake_model: FakeModel, reef_home: Path, tmp_path: Path, agent: str
+) -> None:
+    """`reef-codex` / `reef-opencode`: a run through the background serve, the next run
+    told that a newer release waits (opencode: the wrapper's line; Codex: its SessionStart
+    hook, in the model's context), then `report` scores that last session's receipts."""
+    from reef_cli.core import agents
+
+    if tools.find(agents.get(agent).binary) is None:
+        pytest.skip(f"`{agents.get(agent).binary}` is not installed (scripts/install_agents.sh)")
+    wrapper, argv = HEADLESS[agent]
+    work = tmp_path / "work"
+    fake_model.push(Turn(text="First answer."))
+    first = _run(wrapper, wrapper_env, work, *argv)
+    assert first.returncode == 0, first.stderr
+    assert "First answer." in first.stdout
+    publish_files(SCENARIO, tree_files(RULE_R1), reason="a newer release", reviewed=True)
+    fake_model.push(Turn(text="Second answer."))
+    second = _run(wrapper, wrapper_env, work, *argv)
+    assert second.returncode == 0, second.stderr
+    if agent == "opencode":
+        assert f"r2 available ({wrapper} versions; {wrapper} install 2)" in second.stderr
+    else:  # the hook's notice reaches the model with the session's first request
+        sent = json.dumps(fake_model.inference()[-1].body, ensure_ascii=False)
+        assert "Reef r1 installed — r2 available ($versions 2 install)" in sent
+    records = RecordStore().list(scenario=SCENARIO, limit=None, oldest_first=True)
+    assert [r.release_id for r in records][-1] == 1  # the session still runs the installed r1
+    sessions = {r.session_id for r in records}
+    assert len(sessions) == 2 and None not in sessions
+
+    reported = _run(wrapper, wrapper_env, work, "report", "--score", "1")
+    assert reported.returncode == 0, reported.stderr
+    found = re.fullmatch(r"report (rep_\w+) stored for (\d+) receipt\(s\)", reported.stdout.strip())
+    assert found, reported.stdout
+    store = RecordStore()
+    try:
+        [report] = list_reports(store, scenario=SCENARIO)
+    finally:
+        store.close()
+    last_session = records[-1].session_id
+    assert report.references == [r.id for r in records if r.session_id == last_session]
