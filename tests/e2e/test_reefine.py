@@ -94,6 +94,13 @@ def _free_port() -> int:
 
 
 WRAPPERS = {agent.name: agent.wrapper for agent in agents.AGENTS}
+# Where each agent puts its rules in a model request (chat messages; Codex: Responses input)
+WHERE_RULES_GO = {
+    "pi": "messages[0] (system)",
+    "claude-code": "messages[0] (user, system-reminder)",
+    "codex": "input[2] (user)",
+    "opencode": "messages[0] (system, system-reminder)",
+}
 ROOT_CAUSE = "always explain the root cause first"
 
 
@@ -144,14 +151,43 @@ def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
         [found] = meta["trial"]["found"]
         record = RecordStore().get(found["receipt"])
         assert MARKER in json.dumps(record.request)
-        where = "messages[0] (system)" if adapter == "pi" else "messages[0] (user, system-reminder)"
-        assert found["in"] == where
+        assert found["in"] == WHERE_RULES_GO[adapter]
     finally:
         subprocess.run(
             [sys.executable, "-c", "from reef_cli.core import serve_process as s; s.stop()"],
             env=env,
             timeout=30,
         )
+
+
+@pytest.mark.skipif(
+    tools.find("codex") is None, reason="codex is not installed (install_agents.sh)"
+)
+def test_reef_evolve_adapter_codex_publishes_a_release_whose_trial_names_codex(
+    scripted: Scripted, reef_home: Path
+) -> None:
+    """`reef evolve "…" --adapter codex --yes`, the command a person types: Codex CLI runs
+    the trial in the sandbox, speaking the Responses API to the trial's own `reef serve`,
+    which translates it to the scripted chat model."""
+    scenarios.create("demo")
+    publish_files("demo", starter_tree().files(), reason="start")
+    scripted.push(draft_json())
+    scripted.push_judge(0.9, 0.8)
+    env = {**os.environ, "REEF_MODEL": "openai/scripted", "REEF_API_BASE": scripted.api_base}
+    done = subprocess.run(
+        [sys.executable, "-m", "reef_cli", "evolve", ASK, "-s", "demo", "-a", "codex", "-y"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = scenarios.get("demo").chain().get(2).meta.model_dump()
+    assert meta["agent"]["name"] == "codex" and meta["agent"]["version"].startswith("0.")
+    assert meta["trial"]["agent"] == "codex" and meta["trial"]["sandbox"] == "bwrap"
+    assert meta["trial"]["loaded"] is True
+    records = RecordStore().list(session_id=meta["trial"]["session_id"], limit=None)
+    assert records and {r.client_dialect for r in records} == {"responses"}
 
 
 @pytest.mark.skipif(
