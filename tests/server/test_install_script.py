@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from adapters.pi import PiAdapter
-from reef_cli.core import installs, scenarios
+from reef_cli.core import agents, installs, scenarios
 from reef_cli.core.publishing import publish_files
 from tests.cli.helpers import reef_fails, reef_json
 from tests.server.conftest import TOKEN
@@ -105,7 +105,7 @@ def test_install_script_text_syntax_and_checks(served, tmp_path: Path) -> None:
 
 
 def test_install_script_refuses_bad_requests(served, tmp_path: Path) -> None:
-    assert _script(served.url, adapter="codex").status_code == 400
+    assert _script(served.url, adapter="vim").status_code == 400
     anonymous = httpx.get(f"{served.url}/reef/harness/install", params={"adapter": "pi"})
     assert anonymous.status_code == 401
     assert _script(served.url, scenario="missing").status_code == 404
@@ -193,3 +193,25 @@ def test_install_script_checks_what_the_release_requires(make_stack, tmp_path: P
     assert no_env.returncode != 0 and "r1 needs $GITHUB_TOKEN set" in no_env.stderr
     done = _run(script, f"{full}:/usr/bin:/bin", REEF_TOKEN=TOKEN, GITHUB_TOKEN="x")
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("agent", agents.AGENTS, ids=lambda a: a.name)
+def test_every_agent_has_an_install_script(served, tmp_path: Path, agent: agents.Agent) -> None:
+    """`?adapter=` takes every agent of the table; the script checks that agent's binary and
+    wrapper and installs for it."""
+    response = _script(served.url, adapter=agent.name)
+    assert response.status_code == 200, response.text
+    script = tmp_path / "install.sh"
+    script.write_text(response.text)
+    assert f"--adapter {agent.name} --scenario team" in response.text
+    missing = _run(script, f"{_fake_bin(tmp_path / 'some', 'reef', agent.wrapper)}:/usr/bin:/bin")
+    assert missing.returncode != 0 and f"{agent.binary} is not installed" in missing.stderr
+    assert agent.package in missing.stderr  # where to get it
+    everything = _fake_bin(tmp_path / "all", "reef", agent.wrapper, agent.binary)
+    done = _run(script, f"{everything}:/usr/bin:/bin", REEF_TOKEN=TOKEN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[3:5] == ["--adapter", agent.name]
+    assert (
+        done.stdout.splitlines()[-1]
+        == f"Installed r1: run {agent.wrapper} with REEF_SCENARIO=team."
+    )
