@@ -59,18 +59,28 @@ def keeps(request: dict[str, Any]) -> bool:
 
 
 class Conversations:
-    """Recent turns in memory (``size`` of them), the rest read from the record store."""
+    """Recent turns in memory (at most ``size`` of them, ``max_bytes`` of requests), the
+    rest read from the record store."""
 
-    def __init__(self, store: RecordStore | None, size: int = 512) -> None:
+    def __init__(
+        self, store: RecordStore | None, size: int = 512, max_bytes: int = 64 << 20
+    ) -> None:
         self.store = store
         self.size = size
-        self._recent: OrderedDict[str, Turn] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._recent: OrderedDict[str, tuple[Turn, int]] = OrderedDict()
+        self._bytes = 0
 
-    def remember(self, response_id: str, turn: Turn) -> None:
-        self._recent[response_id] = turn
-        self._recent.move_to_end(response_id)
-        while len(self._recent) > self.size:
-            self._recent.popitem(last=False)
+    def remember(self, response_id: str, turn: Turn, weight: int = 0) -> None:
+        """Keep ``turn``; ``weight`` is its size in bytes (the request's, roughly)."""
+        old = self._recent.pop(response_id, None)
+        if old is not None:
+            self._bytes -= old[1]
+        self._recent[response_id] = (turn, weight)
+        self._bytes += weight
+        while self._recent and (len(self._recent) > self.size or self._bytes > self.max_bytes):
+            _, (_, dropped) = self._recent.popitem(last=False)
+            self._bytes -= dropped
 
     async def history(self, scenario: str, response_id: str) -> list[dict[str, Any]] | None:
         """The items before a request that continues ``response_id`` (oldest first), or
@@ -80,7 +90,8 @@ class Conversations:
         while current is not None:
             if len(turns) >= MAX_TURNS:
                 return None
-            turn = self._recent.get(current)
+            kept = self._recent.get(current)
+            turn = kept[0] if kept is not None else None
             if turn is None:
                 turn = await asyncio.to_thread(self._read, current)
             if turn is None or turn.scenario != scenario:

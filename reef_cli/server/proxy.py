@@ -300,7 +300,8 @@ class Proxy:
         if answer is None or not conversations.keeps(body):
             return
         turn = conversations.turn_of(ex.scenario, body, answer)
-        self.conversations.remember(str(answer["id"]), turn)
+        weight = len(ex.request) if isinstance(ex.request, bytes) else 0
+        self.conversations.remember(str(answer["id"]), turn, weight)
 
     def _stream_translator(self, dialect: str, ex: Exchange) -> Translator:
         body = ex.request_json

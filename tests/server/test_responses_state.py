@@ -198,3 +198,23 @@ def test_a_responses_upstream_gets_previous_response_id_untouched(make_stack):
     r = post(stack, {"model": "m", "input": "x", "previous_response_id": r.json()["id"]})
     assert r.status_code == 200
     assert stack.fake.log[-1].body["input"] == "x"  # nothing prepended
+
+
+def test_memory_keeps_recent_turns_within_its_bounds() -> None:
+    """The in-memory turns are bounded by count and by bytes; what falls out is read from
+    the record store (none here, so it is gone)."""
+    import asyncio
+
+    from reef_cli.server.conversations import Conversations, Turn
+
+    memory = Conversations(None, size=3, max_bytes=250)
+    item = {"type": "message", "role": "user", "content": "hi"}
+    for n in range(4):
+        previous = f"resp_{n - 1}" if n else None
+        memory.remember(f"resp_{n}", Turn("s", previous, (item,)), weight=100)
+    # 4 x 100 bytes > 250: only the last two are kept
+    assert asyncio.run(memory.history("s", "resp_3")) is None  # resp_1 fell out
+    assert asyncio.run(memory.history("s", "resp_0")) is None
+    memory.remember("resp_9", Turn("s", None, (item,)), weight=10)
+    assert asyncio.run(memory.history("s", "resp_9")) == [item]
+    assert asyncio.run(memory.history("other", "resp_9")) is None  # scoped to the scenario
