@@ -259,10 +259,10 @@ class Proxy:
         up = self.upstream
         if up.speaks(dialect):
             if up.model and body.get("model") != up.model:
-                return json.dumps({**body, "model": up.model}).encode()
+                return _dumps({**body, "model": up.model})
             return raw
         if dialect == "anthropic":
-            return json.dumps(translate_request.anthropic_to_openai(body, up.model)).encode()
+            return _dumps(translate_request.anthropic_to_openai(body, up.model))
         chat = body
         if dialect == "responses":
             history: list[dict[str, Any]] = []
@@ -274,8 +274,8 @@ class Proxy:
                 history = found
             chat = translate_responses.to_chat(body, history, up.model)
             if up.dialect == "openai":
-                return json.dumps(chat).encode()
-        return json.dumps(translate_request.openai_to_anthropic(chat, up.model)).encode()
+                return _dumps(chat)
+        return _dumps(translate_request.openai_to_anthropic(chat, up.model))
 
     def _to_client(self, dialect: str, parsed: dict[str, Any], ex: Exchange) -> dict[str, Any]:
         """A whole upstream answer in the client's dialect (the upstream speaks another)."""
@@ -400,7 +400,7 @@ class Proxy:
                 return self._fail(
                     ex, dialect, 502, "the upstream sent a body that is not JSON", out_headers
                 )
-            data = json.dumps(self._to_client(dialect, parsed, ex)).encode()
+            data = _dumps(self._to_client(dialect, parsed, ex))
         ex.status = status
         ex.body = data
         self._submit(ex)
@@ -587,6 +587,11 @@ def _continued(dialect: str, sent: bytes, added: bytes) -> bytes:
         return added
     last = sse.last_sequence(sent)
     return sse.numbered(added, 0 if last is None else last + 1)
+
+
+def _dumps(value: Any) -> bytes:
+    """A translated body: compact JSON (less to write, and a little faster to make)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _maybe_json(data: bytes) -> Any:

@@ -22,8 +22,8 @@ Item mapping, request side:
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from typing import Any
 
 from reef_cli.server.translate_request import text_of
@@ -34,7 +34,8 @@ CUSTOM_INPUT = "input"  # the one parameter a custom (freeform) tool becomes
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
+    """``msg_<32 hex>`` and the like (os.urandom: a fifth of uuid4's cost, per item)."""
+    return f"{prefix}_{os.urandom(16).hex()}"
 
 
 def custom_tool_names(body: dict[str, Any]) -> frozenset[str]:
