@@ -25,6 +25,8 @@ from reef_cli.core.fsutil import atomic_write_bytes, atomic_write_text
 
 STATE_DIR = ".reef"
 MANIFEST = "install.json"
+#: What the manifest keeps for ``apply``/``remove``; the rest of it is the plan's record.
+BOOKKEEPING = ("owned", "merged", "written", "originals")
 BEGIN = "<!-- reef:begin (managed by Reef: edits here are replaced on the next install) -->"
 END = "<!-- reef:end -->"
 
@@ -33,6 +35,10 @@ class InstallError(ReefError):
     """The agent folder cannot take the install; nothing was changed."""
 
     http_status = 409
+
+
+class NotInstalled(InstallError):
+    """The agent folder holds no Reef install."""
 
 
 def sha(data: bytes) -> str:
@@ -65,6 +71,31 @@ def without_section(text: str) -> str:
     if not tail and head.endswith("\n\n"):
         head = head[:-1]
     return head + tail
+
+
+def unsection(text: str) -> str | None:
+    """A rules file without Reef's section; None when nothing else is left in it."""
+    left = without_section(text)
+    return left if left.strip() else None
+
+
+def read_text(path: Path) -> str | None:
+    """A file the install merges into, as UTF-8 text (bytes kept: CRLFs stay); None when
+    there is none; ``InstallError`` when it cannot be read as text."""
+    if not path.is_file():
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InstallError(
+            f"{path} is not UTF-8 text; nothing was installed",
+            f"save {path.name} as UTF-8, then install again",
+        ) from exc
+    except OSError as exc:
+        raise InstallError(
+            f"cannot read {path} ({exc.strerror or exc}); nothing was installed",
+            f"fix or move {path.name} aside, then install again",
+        ) from exc
 
 
 def parse_json_object(text: str | None, where: str, name: str | None = None) -> dict[str, Any]:
@@ -136,6 +167,39 @@ class Plan:
 
     def merge(self, rel: str, merge: Merge) -> None:
         self.merged[rel] = merge
+
+
+def refuse_overwrites(plan: Plan, folders: tuple[str, ...] = ()) -> None:
+    """Stop the install before it overwrites a file of the person's (uninstall would delete
+    it), puts Reef's files into a folder of theirs under one of ``folders`` (``skills``:
+    a skill is its folder), or merges into something that is not a regular file."""
+    previous = set((load_manifest(plan.target) or {}).get("owned", []))
+    found: set[str] = set()
+    for rel in sorted(plan.owned):
+        if rel in previous or rel.startswith(f"{STATE_DIR}/"):
+            continue
+        path = plan.target / rel
+        if path.exists() or path.is_symlink():
+            found.add(rel)
+            continue
+        parts = rel.split("/")
+        if parts[0] in folders and len(parts) > 2:
+            folder = "/".join(parts[:2])
+            ours = any(p.startswith(folder + "/") for p in previous)
+            if (plan.target / folder).exists() and not ours:
+                found.add(folder + "/")
+    if found:
+        raise InstallError(
+            f"installing would overwrite your own {', '.join(sorted(found))} in {plan.target}; "
+            "nothing was installed",
+            "rename or move those files (or the skill/command in the release), then install again",
+        )
+    for rel in plan.merged:
+        path = plan.target / rel
+        if path.exists() and not path.is_file():
+            raise InstallError(
+                f"{path} is not a regular file; nothing was installed", f"move {rel} aside"
+            )
 
 
 def load_manifest(target: Path) -> dict[str, Any] | None:

@@ -6,9 +6,20 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
+import uuid
 from pathlib import Path
 
-from adapters.base import Exit, Gateway, ReleaseToInstall, Routing
+from adapters.base import (
+    Exit,
+    Gateway,
+    HeadlessJob,
+    HeadlessRun,
+    Launch,
+    ReleaseToInstall,
+    Routing,
+    Transcript,
+)
 
 AGENT_DIR = ".reef-agent"  # where run_headless installs the tree, inside the work dir
 #: A headless run's environment before the agent's own variables: nothing inherited.
@@ -53,9 +64,9 @@ def local_launch(argv: list[str], workdir: Path, env: dict[str, str], timeout: f
     return run_group(argv, workdir, {"HOME": str(home), **env}, timeout)
 
 
-def headless_install(
-    files: dict[str, str], workdir: Path, gateway: Gateway
-) -> tuple[Path, Routing, ReleaseToInstall]:
+def headless_job(
+    files: dict[str, str], prompt: str, workdir: Path, gateway: Gateway, *, isolated: bool
+) -> HeadlessJob:
     """What ``run_headless`` installs and where: ``files`` as release 0 of the gateway's
     scenario, into ``workdir/.reef-agent``, routed through the gateway."""
     from reef_cli.core.tree import content_hash
@@ -63,4 +74,28 @@ def headless_install(
     target = Path(workdir).absolute() / AGENT_DIR
     routing = Routing(base_url=gateway.base_url, scenario=gateway.scenario)
     release = ReleaseToInstall(gateway.scenario, 0, dict(files), content_hash(files))
-    return target, routing, release
+    return HeadlessJob(release, target, routing, gateway, prompt, isolated)
+
+
+def new_session_id() -> str:
+    """A Reef session id for one run (sent as ``x-reef-session``)."""
+    return str(uuid.uuid4())
+
+
+def launch_run(
+    run: HeadlessRun, workdir: Path, timeout: float, launch: Launch | None = None
+) -> Transcript:
+    """``run`` through ``launch`` (default: ``local_launch``), timed, with its session."""
+    started = time.time()
+    done = (launch or local_launch)(run.argv, workdir, {**BASE_ENV, **run.env}, timeout)
+    seconds = round(time.time() - started, 2)
+    return Transcript(
+        done.returncode,
+        done.stdout,
+        done.stderr,
+        run.session_of(started),
+        timed_out=done.timed_out,
+        session_id=run.session_id,
+        isolation=done.isolation,
+        seconds=seconds,
+    )

@@ -12,6 +12,7 @@ stay free of the sandbox.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -107,6 +108,33 @@ class Gateway:
     model: str = "default"
 
 
+@dataclass(frozen=True)
+class HeadlessJob:
+    """One headless run to prepare: install ``release`` (the files, as release 0) into the
+    fresh agent folder ``target``, routed through ``gateway``, and run the agent once on
+    ``prompt``; ``isolated``: the caller's ``Launch`` isolates the process."""
+
+    release: ReleaseToInstall
+    target: Path
+    routing: Routing
+    gateway: Gateway
+    prompt: str
+    isolated: bool = False
+
+
+@dataclass
+class HeadlessRun:
+    """How one headless run starts: the agent's argv and its own environment (laid over a
+    bare ``PATH`` and ``LANG``: nothing else is inherited), the Reef session its model
+    calls go under, and how to find the session it wrote afterwards
+    (``session_of(started)``, ``started`` a ``time.time()``)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    session_id: str
+    session_of: Callable[[float], Session | None]
+
+
 @dataclass
 class Exit:
     """How a launched process ended."""
@@ -166,7 +194,6 @@ class Adapter(abc.ABC):
     def agent_version(self) -> str:
         """The agent binary's version (``1.6.2``); raises when it is missing or unsupported."""
 
-    @abc.abstractmethod
     def run_headless(
         self,
         files: dict[str, str],
@@ -180,4 +207,15 @@ class Adapter(abc.ABC):
         """Install ``files`` into a fresh agent folder inside ``workdir``, run the agent
         once on ``prompt`` in ``workdir`` through ``gateway`` and return what it printed.
         ``launch`` runs the process (default: a plain child process); the agent's model
-        calls are recorded under ``Transcript.session_id``."""
+        calls are recorded under ``Transcript.session_id``. The same for every agent: what
+        differs is in ``prepare_headless``."""
+        from adapters._process import headless_job, launch_run
+
+        workdir = Path(workdir).absolute()
+        job = headless_job(files, prompt, workdir, gateway, isolated=launch is not None)
+        return launch_run(self.prepare_headless(job), workdir, timeout, launch)
+
+    @abc.abstractmethod
+    def prepare_headless(self, job: HeadlessJob) -> HeadlessRun:
+        """Install ``job.release`` into ``job.target`` and say how to run the agent once
+        on ``job.prompt`` there."""

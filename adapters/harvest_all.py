@@ -88,6 +88,14 @@ def _guess_adapter(target: Path) -> str:
     manifest = _files.load_manifest(target)
     if manifest and manifest.get("adapter") in NAMES:
         return str(manifest["adapter"])
+    # Each agent's own marks, most specific first: Codex keeps config.toml beside its
+    # sessions/, opencode its opencode.json(c) or its database, pi only sessions/.
+    if (target / "config.toml").is_file() or (target / "reef.config.toml").is_file():
+        return "codex"
+    if any(
+        (target / name).is_file() for name in ("opencode.json", "opencode.jsonc", "opencode.db")
+    ):
+        return "opencode"
     if (target / "sessions").is_dir():
         return "pi"
     if (target / "projects").is_dir():

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from adapters._binary import AgentNotFound, AgentVersionUnsupported
     from adapters.claude_code.adapter import ClaudeCodeAdapter
-    from adapters.claude_code.agent import AgentNotFound, AgentVersionUnsupported
 
 __all__ = ["AgentNotFound", "AgentVersionUnsupported", "ClaudeCodeAdapter"]
 
@@ -21,7 +21,7 @@ def __getattr__(name: str) -> Any:
 
         return ClaudeCodeAdapter
     if name in ("AgentNotFound", "AgentVersionUnsupported"):
-        from adapters.claude_code import agent
+        from adapters import _binary
 
-        return getattr(agent, name)
+        return getattr(_binary, name)
     raise AttributeError(f"module 'adapters.claude_code' has no attribute {name!r}")

@@ -8,31 +8,29 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters import _files
+from adapters import _files, _record
+from adapters._binary import AgentBinary
+from adapters._process import new_session_id
 from adapters.base import (
     Adapter,
-    Gateway,
-    Launch,
+    HeadlessJob,
+    HeadlessRun,
     ReleaseToInstall,
     Routing,
     Session,
     Transcript,
 )
-from adapters.claude_code import agent, headless, render, settings_json
+from adapters.claude_code import headless, render, settings_json
 from adapters.claude_code.harvest import harvest as _harvest
 
-RECORD_KEYS = (
-    "adapter",
-    "scenario",
-    "release",
-    "content_hash",
-    "latest",
-    "installed_at",
-    "layout",
-    "base_url",
-    "agent_version",
-    "skipped",
-    "reef_command",
+#: The layout (CLAUDE.md, skills/, commands/, settings.json hooks,
+#: projects/<cwd>/<session>.jsonl) was verified against 2.1.x.
+BINARY = AgentBinary(
+    tool="claude",
+    name="Claude Code",
+    supported=((2, 1), (3, 0)),
+    pinned="2.1.332",
+    install="npm i -g @anthropic-ai/claude-code",
 )
 
 
@@ -57,55 +55,30 @@ class ClaudeCodeAdapter(Adapter):
         person's that an owned path would overwrite, and that ``target`` is writable.
         """
         from reef_cli.core import paths
-        from reef_cli.core.releases import now_iso
 
-        binary = agent.require(self.binary)
-        version = agent.check_version(binary)
+        binary = BINARY.require(self.binary)
         target = target.expanduser().absolute()
-        record = {
-            "adapter": self.name,
-            "scenario": release.scenario,
-            "release": release.number,
-            "content_hash": release.content_hash,
-            "latest": release.latest,
-            "installed_at": now_iso(),
-            "layout": "project" if headless.is_project_dir(target) else "config-dir",
-            "base_url": routing.base_url,
-            "agent_version": ".".join(map(str, version)),
-        }
+        layout = "project" if headless.is_project_dir(target) else "config-dir"
         plan, _ = render.build_plan(
             release,
             target,
             routing,
             reef_home=paths.state_dir().expanduser().absolute(),
-            binary=binary,
-            record=record,
+            binary=binary.path,
+            record=_record.new(self.name, release, routing, binary.version_text, layout=layout),
         )
         _files.apply(plan)
 
     def uninstall(self, target: Path) -> None:
         target = target.expanduser().absolute()
-        manifest = _files.load_manifest(target)
-        if manifest is not None and manifest.get("adapter") not in (None, self.name):
-            raise _files.InstallError(
-                f"{target} holds a {manifest.get('adapter')} install, not Claude Code's",
-                f"uninstall it with --adapter {manifest.get('adapter')}",
-            )
+        _record.refuse_other(target, self.name, "Claude Code")
         _files.remove(
-            target,
-            {
-                "CLAUDE.md": lambda text: _files.without_section(text) or None,
-                settings_json.REL: settings_json.unmerged,
-            },
+            target, {render.CLAUDE_MD: _files.unsection, settings_json.REL: settings_json.unmerged}
         )
 
     def installed(self, target: Path) -> dict[str, Any] | None:
-        manifest = _files.load_manifest(target.expanduser().absolute())
-        if manifest is None or manifest.get("adapter") != self.name:
-            return None
-        record = {key: manifest.get(key) for key in RECORD_KEYS if key in manifest}
-        record["target"] = str(target.expanduser().absolute())
-        if not record.get("reef_command"):
+        record = _record.read(target, self.name)
+        if record is not None and not record.get("reef_command"):
             record["reef_command"] = _legacy_command(target.expanduser().absolute())
         return record
 
@@ -119,42 +92,22 @@ class ClaudeCodeAdapter(Adapter):
         ``CLAUDE_CONFIG_DIR`` is set for a config-dir target; a project's ``.claude/``
         is found by Claude Code from the working directory, so run it there.
         """
-        binary = agent.require(self.binary)
+        binary = BINARY.require(self.binary).path
         return [binary, *argv], headless.wrapper_env(target, routing)
 
     def agent_version(self) -> str:
-        return ".".join(map(str, agent.check_version(agent.require(self.binary))))
+        return BINARY.require(self.binary).version_text
 
-    def run_headless(
-        self,
-        files: dict[str, str],
-        prompt: str,
-        workdir: Path,
-        gateway: Gateway,
-        *,
-        launch: Launch | None = None,
-        timeout: float = 300.0,
-    ) -> Transcript:
-        """``claude -p PROMPT`` on ``files``, installed as the config dir
-        ``workdir/.reef-agent``; tools that need a permission stay denied."""
-        import time
-
-        from adapters._process import BASE_ENV, headless_install, local_launch
-
-        workdir = Path(workdir).absolute()
-        target, routing, release = headless_install(files, workdir, gateway)
-        self.install(release, target, routing)
-        sid = headless.new_session_id()
-        binary = agent.require(self.binary)
-        argv = [binary, "-p", prompt, "--session-id", sid]
-        given = {routing.token_env: gateway.token, routing.session_env: sid}
-        env = {**BASE_ENV, **given, **headless.wrapper_env(target, routing, given)}
-        started = time.time()
-        done = (launch or local_launch)(argv, workdir, env, timeout)
-        transcript = headless.transcript_of(done, target, sid)
-        transcript.session_id = sid
-        transcript.seconds = round(time.time() - started, 2)
-        return transcript
+    def prepare_headless(self, job: HeadlessJob) -> HeadlessRun:
+        """``claude -p PROMPT``, installed as the config dir ``job.target``; tools that need
+        a permission stay denied."""
+        target, routing = job.target, job.routing
+        self.install(job.release, target, routing)
+        sid = new_session_id()
+        argv = [BINARY.require(self.binary).path, "-p", job.prompt, "--session-id", sid]
+        given = {routing.token_env: job.gateway.token, routing.session_env: sid}
+        env = {**given, **headless.wrapper_env(target, routing, given)}
+        return HeadlessRun(argv, env, sid, lambda _: headless.session_of(target, sid))
 
     def run_installed(
         self,
@@ -182,7 +135,7 @@ class ClaudeCodeAdapter(Adapter):
         ``extra_args=["--allowedTools", "Bash Edit"]`` to allow some).
         """
         where = Path(target).expanduser().absolute()
-        sid = session_id or headless.new_session_id()
+        sid = session_id or new_session_id()
         tail = ["-p", prompt, "--session-id", sid]
         if skip_permissions:
             tail += ["--permission-mode", "bypassPermissions"]

@@ -18,47 +18,17 @@ that ``session_id``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters._harvest import as_utc, touched_since
+from adapters import _harvest
 from adapters.base import Session, ToolCall, Turn
 
 AGENT = "claude-code"
 _COMMAND_NAME = re.compile(r"<command-name>/?([^<\s]+)</command-name>")
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _entries(path: Path) -> Iterable[dict[str, Any]]:
-    try:
-        handle = path.open(encoding="utf-8", errors="replace")
-    except OSError:
-        return
-    with handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a crash: keep the rest
-            if isinstance(entry, dict):
-                yield entry
 
 
 def _text_of(content: Any) -> str:
@@ -87,7 +57,7 @@ def parse_transcript(path: Path) -> Session:
         if name and name not in skills:
             skills.append(name)
 
-    for entry in _entries(path):
+    for entry in _harvest.read_jsonl(path):
         stamp = entry.get("timestamp")
         if isinstance(stamp, str):
             stamps.append(stamp)
@@ -138,9 +108,7 @@ def parse_transcript(path: Path) -> Session:
                     used(args.get("skill") or args.get("command"))
         if isinstance(content, str) and content:
             turn.text = content
-    if stamps:
-        ordered = sorted(stamps, key=lambda s: parse_time(s) or datetime.min.replace(tzinfo=UTC))
-        session.started_at, session.ended_at = ordered[0], ordered[-1]
+    session.started_at, session.ended_at = _harvest.span(stamps)
     session.model = models.most_common(1)[0][0] if models else None
     session.skills_used = skills
     return session
@@ -163,24 +131,6 @@ def _within(cwd: str | None, project: Path) -> bool:
         return False
 
 
-def receipts_by_session(session_ids: list[str], store: Any = None) -> dict[str, list[str]]:
-    """Record ids per session id, from Reef's record store (if there is one)."""
-    if not session_ids:
-        return {}
-    if store is None:
-        from reef_cli.core.records import RecordStore, db_path
-
-        if not db_path().exists():
-            return {}
-        store = RecordStore()
-    out: dict[str, list[str]] = {}
-    for sid in session_ids:
-        rows = store.list(session_id=sid, limit=None, oldest_first=True)
-        if rows:
-            out[sid] = [r.id for r in rows]
-    return out
-
-
 def harvest(
     config_dir: Path,
     since: datetime | None = None,
@@ -189,20 +139,10 @@ def harvest(
     store: Any = None,
 ) -> list[Session]:
     """Sessions under ``config_dir`` (only those run in ``project`` if given), oldest first."""
-    since = as_utc(since)
-    sessions: list[Session] = []
-    for path in touched_since(transcript_files(config_dir), since):
-        session = parse_transcript(path)
-        if project is not None and not _within(session.cwd, project.resolve()):
-            continue
-        ended = parse_time(session.ended_at)
-        if since is not None and (ended is None or ended < since):
-            continue
-        if not session.turns:
-            continue  # nothing but bookkeeping (e.g. a prompt a hook blocked)
-        sessions.append(session)
-    links = receipts_by_session([s.session_id for s in sessions], store)
+    sessions = _harvest.active_since(transcript_files(config_dir), parse_transcript, since)
+    if project is not None:
+        sessions = [s for s in sessions if _within(s.cwd, project.resolve())]
+    links = _harvest.receipts([s.session_id for s in sessions], store)
     for session in sessions:
         session.receipts = links.get(session.session_id, [])
-    sessions.sort(key=lambda s: parse_time(s.started_at) or datetime.min.replace(tzinfo=UTC))
-    return sessions
+    return _harvest.oldest_first(sessions)

@@ -16,10 +16,10 @@ Verified against Claude Code 2.1.332:
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from adapters import _record
 from adapters.base import Exit, Routing, Session, Transcript
 from reef_cli.core import launcher
 
@@ -69,15 +69,6 @@ def custom_headers(routing: Routing, environ: Mapping[str, str], release: int | 
     return "\n".join(lines)
 
 
-def installed_release(target: Path) -> int | None:
-    """The release the install record in ``target`` names (read on every run, so a
-    ``/versions N install`` is what the next session sends)."""
-    from adapters._files import load_manifest
-
-    number = (load_manifest(target.expanduser().absolute()) or {}).get("release")
-    return number if isinstance(number, int) and not isinstance(number, bool) else None
-
-
 def wrapper_env(
     target: Path, routing: Routing, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -88,7 +79,7 @@ def wrapper_env(
     environ = os.environ if environ is None else environ
     env = {
         "ANTHROPIC_BASE_URL": routing.base_url.rstrip("/"),
-        "ANTHROPIC_CUSTOM_HEADERS": custom_headers(routing, environ, installed_release(target)),
+        "ANTHROPIC_CUSTOM_HEADERS": custom_headers(routing, environ, _record.release_of(target)),
         "ANTHROPIC_AUTH_TOKEN": environ.get(routing.token_env) or NO_TOKEN,
         "ANTHROPIC_API_KEY": "",
         **QUIET_ENV,
@@ -120,21 +111,21 @@ def run(
     return transcript_of(done, config_dir, session_id)
 
 
-def transcript_of(done: Exit, config_dir: Path, session_id: str) -> Transcript:
-    """A finished run plus the session Claude Code wrote under ``session_id``, if any."""
+def session_of(config_dir: Path, session_id: str) -> Session | None:
+    """The session Claude Code wrote under ``session_id``, if any."""
     from adapters.claude_code.harvest import parse_transcript
 
     path = find_transcript(config_dir, session_id)
-    session: Session | None = parse_transcript(path) if path is not None else None
+    return parse_transcript(path) if path is not None else None
+
+
+def transcript_of(done: Exit, config_dir: Path, session_id: str) -> Transcript:
+    """A finished run plus the session Claude Code wrote under ``session_id``, if any."""
     return Transcript(
         returncode=done.returncode,
         stdout=done.stdout,
         stderr=done.stderr,
-        session=session,
+        session=session_of(config_dir, session_id),
         timed_out=done.timed_out,
         isolation=done.isolation,
     )
-
-
-def new_session_id() -> str:
-    return str(uuid.uuid4())

@@ -14,107 +14,23 @@ stdout:
   prints ``{"decision": "block", "reason": text}`` — Claude Code shows the text and makes
   no model call; any other prompt gets no output and goes on as usual.
 
-The hook never fails the person's session: it always exits 0, and a broken Reef state
-becomes a short message instead of a traceback.
+The frame (stdin, config, dispatch, never failing the session) is ``adapters._hook``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-from pathlib import Path
-from typing import Any
 
-
-def _load_config(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _read_stdin() -> dict[str, Any]:
-    try:
-        data = json.loads(sys.stdin.read() or "{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _installed(target: Path) -> int | None:
-    from adapters._files import load_manifest
-
-    record = load_manifest(target) or {}
-    number = record.get("release")
-    return number if isinstance(number, int) else None
-
-
-def _explain(exc: BaseException) -> str:
-    from reef_cli.core.errors import ReefError
-
-    if isinstance(exc, ReefError):
-        return f"Reef: {exc.one_line()}"
-    return f"Reef: /versions failed ({type(exc).__name__}: {exc}); try `reef harness versions`"
-
-
-def session_start(config: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    from adapters.claude_code import versions
-
-    target = Path(config["target"])
-    try:
-        text, context = versions.notice(config["scenario"], _installed(target))
-    except Exception as exc:
-        return {"systemMessage": _explain(exc)}
-    out: dict[str, Any] = {
-        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}
-    }
-    if text:
-        out["systemMessage"] = text
-    return out
-
-
-def user_prompt_submit(config: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
-    from adapters.claude_code import versions
-
-    prompt = event.get("prompt")
-    if not isinstance(prompt, str):
-        return None
-    try:
-        request = versions.parse(prompt)
-        if request is None:
-            return None
-        scenario = config["scenario"]
-        installed = _installed(Path(config["target"]))
-        if request.action == "list":
-            text = versions.list_text(scenario, installed)
-        elif request.action == "show":
-            text = versions.show_text(scenario, str(request.spec), installed)
-        else:
-            text = versions.install_text(config, str(request.spec), installed)
-    except Exception as exc:
-        text = _explain(exc)
-    return {"decision": "block", "reason": text}
+FAILED = "/versions failed ({}); try `reef harness versions`"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="reef-claude-hook")
-    parser.add_argument("event", choices=["session-start", "user-prompt-submit"])
-    parser.add_argument("--config", required=True, type=Path)
-    args = parser.parse_args(argv)
-    event = _read_stdin()
-    config = _load_config(args.config)
-    if config is None:
-        return 0  # Reef was uninstalled under a running session: stay out of the way
-    if config.get("reef_home"):
-        os.environ["REEF_HOME"] = str(config["reef_home"])
-    handler = session_start if args.event == "session-start" else user_prompt_submit
-    out = handler(config, event)
-    if out is not None:
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
-    return 0
+    from adapters import _hook
+    from adapters.claude_code import versions
+
+    return _hook.main(
+        argv, prog="reef-claude-hook", notice=versions.notice, answer=versions.answer, failed=FAILED
+    )
 
 
 if __name__ == "__main__":

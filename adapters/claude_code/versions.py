@@ -1,12 +1,13 @@
-"""What `/versions` says inside Claude Code: the chain, one release, or an install.
+"""What `/versions` says inside an agent: the chain, one release, or an install.
 
 Pure text builders over Reef's core (scenarios, releases, diff); the hook wraps them in
-Claude Code's ``{"decision": "block", "reason": ...}`` so no model call is made.
+the agent's ``{"decision": "block", "reason": ...}`` so no model call is made. ``command``
+is how the person types it: ``/versions`` in Claude Code, ``$versions`` in Codex.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,15 +15,22 @@ from typing import TYPE_CHECKING, Any
 from reef_cli.core.errors import ReefError
 
 if TYPE_CHECKING:
+    from adapters.base import Adapter
     from reef_cli.core.releases import Chain, Release
 
-USAGE = (
-    "Usage: /versions (list releases) · /versions N (what changed and why) · "
-    "/versions N install (install release N here)"
-)
+COMMAND = "/versions"
 MAX_LIST = 20
 MAX_DIFF_LINES = 80
-_COMMAND = re.compile(r"^/versions(?:\s+(.*))?$", re.DOTALL)
+
+
+def usage(command: str = COMMAND) -> str:
+    return (
+        f"Usage: {command} (list releases) · {command} N (what changed and why) · "
+        f"{command} N install (install release N here)"
+    )
+
+
+USAGE = usage()
 
 
 class UsageError(ReefError):
@@ -37,20 +45,46 @@ class Request:
     spec: str | None = None
 
 
-def parse(prompt: str) -> Request | None:
-    """``/versions …`` -> a request; None for any other prompt (it goes to the model)."""
+def parse(prompt: str, command: str = COMMAND, also: tuple[str, ...] = ()) -> Request | None:
+    """``/versions …`` (``command``, or a spelling in ``also``) -> a request; None for any
+    other prompt (it goes to the model)."""
     text = prompt.strip()
-    if not (text == "/versions" or text.startswith(("/versions ", "/versions\n"))):
+    spelling = next(
+        (s for s in (command, *also) if text == s or text.startswith((s + " ", s + "\n"))),
+        None,
+    )
+    if spelling is None:
         return None
-    found = _COMMAND.match(text)
-    words = (found.group(1) or "").split() if found else []
+    words = text[len(spelling) :].split()
     if not words:
         return Request("list")
     if len(words) == 1 and words[0].lower() not in ("install",):
         return Request("show", words[0])
     if len(words) == 2 and words[1].lower() == "install":
         return Request("install", words[0])
-    raise UsageError(f"I don't understand `{text}`.", USAGE)
+    raise UsageError(f"I don't understand `{text}`.", usage(command))
+
+
+def answer(
+    config: dict[str, Any],
+    prompt: str,
+    installed: int | None,
+    *,
+    command: str = COMMAND,
+    also: tuple[str, ...] = (),
+    install: Callable[[dict[str, Any], str, int | None], str] | None = None,
+) -> str | None:
+    """The text that answers a ``command`` prompt; None for any other prompt. ``install``
+    does ``command N install`` (default: into Claude Code)."""
+    request = parse(prompt, command, also)
+    if request is None:
+        return None
+    scenario = config["scenario"]
+    if request.action == "list":
+        return list_text(scenario, installed, command)
+    if request.action == "show":
+        return show_text(scenario, str(request.spec), installed, command)
+    return (install or _install_claude_code)(config, str(request.spec), installed)
 
 
 def _state(scenario: str) -> tuple[Chain, list[Release]]:
@@ -65,24 +99,26 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 72 else line[:71] + "…"
 
 
-def notice(scenario: str, installed: int | None) -> tuple[str | None, str]:
-    """(update notice or None, context for the model) for a new session."""
+def notice(
+    scenario: str, installed: int | None, agent: str = "Claude Code", command: str = COMMAND
+) -> tuple[str | None, str]:
+    """(update notice or None, context for the model) for a new session in ``agent``."""
     chain, _ = _state(scenario)
     served = chain.served()
     here = f"r{installed}" if installed else "no release"
     context = (
-        f'Reef manages this Claude Code harness: scenario "{scenario}", {here} installed. '
-        "The user can type /versions to list releases, /versions N to see what changed and "
-        "why, and /versions N install to switch; those commands are answered without you."
+        f'Reef manages this {agent} harness: scenario "{scenario}", {here} installed. '
+        f"The user can type {command} to list releases, {command} N to see what changed and "
+        f"why, and {command} N install to switch; those commands are answered without you."
     )
     if served is None or installed is None or served.number <= installed:
         return None, context
     number = served.number
-    text = f"Reef r{installed} installed — r{number} available (/versions {number} install)"
+    text = f"Reef r{installed} installed — r{number} available ({command} {number} install)"
     return text, context + f" {text}."
 
 
-def list_text(scenario: str, installed: int | None) -> str:
+def list_text(scenario: str, installed: int | None, command: str = COMMAND) -> str:
     chain, releases = _state(scenario)
     if not releases:
         return f'Reef scenario "{scenario}" has no releases yet.'
@@ -113,7 +149,7 @@ def list_text(scenario: str, installed: int | None) -> str:
             f"  … and {len(releases) - MAX_LIST} older (reef harness versions -s {scenario})"
         )
     lines += _proposal_lines(scenario)
-    lines += ["", "/versions N shows what changed and why · /versions N install installs it"]
+    lines += ["", f"{command} N shows what changed and why · {command} N install installs it"]
     return "\n".join(lines)
 
 
@@ -136,7 +172,7 @@ def _proposal_lines(scenario: str) -> list[str]:
     return lines
 
 
-def show_text(scenario: str, spec: str, installed: int | None) -> str:
+def show_text(scenario: str, spec: str, installed: int | None, command: str = COMMAND) -> str:
     from reef_cli.core import scenarios
     from reef_cli.core.diff import diff_trees
 
@@ -188,31 +224,40 @@ def show_text(scenario: str, spec: str, installed: int | None) -> str:
     else:
         lines.append("changes: the first release")
     if installed != release.number:
-        lines += ["", f"/versions {release.number} install installs it here"]
+        lines += ["", f"{command} {release.number} install installs it here"]
     else:
         lines += ["", "this release is installed here"]
     return "\n".join(lines)
 
 
-def install_text(config: dict[str, Any], spec: str, installed: int | None) -> str:
-    """Install release ``spec`` into the same folder, with the same routing."""
+def install_text(
+    config: dict[str, Any], spec: str, installed: int | None, adapter: Adapter, reads: str
+) -> str:
+    """Install release ``spec`` with ``adapter`` into the same folder, with the same
+    routing; ``reads`` says what the agent reads when a session starts."""
     from adapters._install import release_to_install
     from adapters.base import Routing
-    from adapters.claude_code.adapter import ClaudeCodeAdapter
     from reef_cli.core import installs
 
     scenario = config["scenario"]
     target = Path(config["target"])
-    release = release_to_install(scenario, spec)
+    release = release_to_install(scenario, spec, adapter=adapter.name)
     if installed == release.number:
         return f'r{release.number} of "{scenario}" is already installed in {target}.'
-    adapter = ClaudeCodeAdapter(binary=config.get("binary"))
     routing = Routing(base_url=config.get("base_url") or "http://127.0.0.1:8901", scenario=scenario)
     adapter.install(release, target, routing)
     installs.record(scenario, adapter.name, target, release.number, release.content_hash)
     was = f" (was r{installed})" if installed else ""
     return (
         f'Installed r{release.number} of "{scenario}" into {target}{was}.\n'
-        "Claude Code reads CLAUDE.md, skills and commands when a session starts: "
-        "start a new session to use it."
+        f"{reads} when a session starts: start a new session to use it."
+    )
+
+
+def _install_claude_code(config: dict[str, Any], spec: str, installed: int | None) -> str:
+    from adapters.claude_code.adapter import ClaudeCodeAdapter
+
+    adapter = ClaudeCodeAdapter(binary=config.get("binary"))
+    return install_text(
+        config, spec, installed, adapter, "Claude Code reads CLAUDE.md, skills and commands"
     )

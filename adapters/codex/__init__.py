@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from adapters._binary import AgentNotFound as CodexNotFound
+    from adapters._binary import AgentVersionUnsupported as CodexUnsupported
     from adapters.codex.adapter import CodexAdapter
-    from adapters.codex.agent import CodexNotFound, CodexUnsupported
 
 __all__ = ["CodexAdapter", "CodexNotFound", "CodexUnsupported"]
 
@@ -21,8 +22,8 @@ def __getattr__(name: str) -> Any:
         from adapters.codex.adapter import CodexAdapter
 
         return CodexAdapter
-    if name in ("CodexNotFound", "CodexUnsupported"):
-        from adapters.codex import agent
+    if name in ("CodexNotFound", "CodexUnsupported"):  # the shared errors, by their old names
+        from adapters import _binary
 
-        return getattr(agent, name)
+        return _binary.AgentNotFound if name == "CodexNotFound" else _binary.AgentVersionUnsupported
     raise AttributeError(f"module 'adapters.codex' has no attribute {name!r}")

@@ -2,37 +2,27 @@
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters import _files
-from adapters.base import (
-    Adapter,
-    Gateway,
-    Launch,
-    ReleaseToInstall,
-    Routing,
-    Session,
-    Transcript,
-)
-from adapters.codex import agent, headless, profile, render
+from adapters import _files, _models, _record
+from adapters._binary import AgentBinary
+from adapters.base import Adapter, HeadlessJob, HeadlessRun, ReleaseToInstall, Routing, Session
+from adapters.codex import headless, profile, render
 from adapters.codex.harvest import harvest as _harvest
 
-DEFAULT_MODEL = "default"
-RECORD_KEYS = (
-    "adapter",
-    "scenario",
-    "release",
-    "content_hash",
-    "latest",
-    "installed_at",
-    "base_url",
-    "agent_version",
-    "model",
-    "skipped",
-    "reef_command",
+#: ``codex --version`` prints ``codex-cli 0.171.0``. Codex is still 0.x, so a minor release
+#: may move files; the layout Reef writes (``reef.config.toml`` profile, ``AGENTS.md``,
+#: ``skills/``, hook trust hashes, ``sessions/YYYY/MM/DD/rollout-*.jsonl``) was verified
+#: against 0.171.0 (docs/adapters-codex.md) and a 1.x is refused until it is checked.
+BINARY = AgentBinary(
+    tool="codex",
+    name="Codex CLI",
+    label="the Codex CLI",
+    supported=((0, 171), (1, 0)),
+    pinned="0.171.0",
+    install="npm i -g @openai/codex@0.171.0",
 )
 
 
@@ -59,54 +49,30 @@ class CodexAdapter(Adapter):
         tree, the person's ``config.toml`` (must parse; never written), files of theirs an
         owned path would overwrite, and that ``target`` is writable."""
         from reef_cli.core import paths
-        from reef_cli.core.releases import now_iso
 
-        binary = agent.require(self.binary)
-        version = agent.check_version(binary)
+        binary = BINARY.require(self.binary)
         target = Path(target).expanduser().absolute()
-        model = self.model or _recorded_model(target) or _discover(routing) or DEFAULT_MODEL
-        record = {
-            "adapter": self.name,
-            "scenario": release.scenario,
-            "release": release.number,
-            "content_hash": release.content_hash,
-            "latest": release.latest,
-            "installed_at": now_iso(),
-            "base_url": routing.base_url,
-            "agent_version": ".".join(map(str, version)),
-        }
+        model = self.model or _recorded_model(target) or _served_model(routing)
         plan = render.build_plan(
             release,
             target,
             routing,
             reef_home=paths.state_dir().expanduser().absolute(),
-            binary=binary,
+            binary=binary.path,
             model=model,
-            record=record,
+            record=_record.new(self.name, release, routing, binary.version_text),
         )
         _files.apply(plan)
 
     def uninstall(self, target: Path) -> None:
         target = Path(target).expanduser().absolute()
-        manifest = _files.load_manifest(target)
-        if manifest is not None and manifest.get("adapter") not in (None, self.name):
-            raise _files.InstallError(
-                f"{target} holds a {manifest.get('adapter')} install, not Codex's",
-                f"uninstall it with --adapter {manifest.get('adapter')}",
-            )
+        _record.refuse_other(target, self.name, "Codex")
         _files.remove(
-            target,
-            {render.AGENTS: render.unsection, render.AGENTS_OVERRIDE: render.unsection},
+            target, {render.AGENTS: _files.unsection, render.AGENTS_OVERRIDE: _files.unsection}
         )
 
     def installed(self, target: Path) -> dict[str, Any] | None:
-        where = Path(target).expanduser().absolute()
-        manifest = _files.load_manifest(where)
-        if manifest is None or manifest.get("adapter") != self.name:
-            return None
-        record = {key: manifest.get(key) for key in RECORD_KEYS if key in manifest}
-        record["target"] = str(where)
-        return record
+        return _record.read(target, self.name)
 
     # ------------------------------------------------------------ running
 
@@ -116,44 +82,29 @@ class CodexAdapter(Adapter):
         """``[codex, -p reef, *argv]`` (``-p`` only where Codex takes it) and the variables
         to add to the environment: ``CODEX_HOME``, the token variable, a fresh
         ``REEF_SESSION_ID`` and ``REEF_CLI``."""
-        binary = agent.require(self.binary)
+        binary = BINARY.require(self.binary).path
         return [binary, *headless.with_profile(argv)], headless.wrapper_env(target, routing)
 
     def agent_version(self) -> str:
-        return ".".join(map(str, agent.check_version(agent.require(self.binary))))
+        return BINARY.require(self.binary).version_text
 
-    def run_headless(
-        self,
-        files: dict[str, str],
-        prompt: str,
-        workdir: Path,
-        gateway: Gateway,
-        *,
-        launch: Launch | None = None,
-        timeout: float = 300.0,
-    ) -> Transcript:
-        """``codex exec -p reef PROMPT`` on ``files``, installed as the ``CODEX_HOME``
-        ``workdir/.reef-agent``. Without a ``launch`` Codex's own sandbox limits writes to
-        ``workdir``; a ``launch`` (Reef's sandbox) isolates the run itself, and Codex's
-        sandbox, which does not nest dependably, is off (docs/adapters-codex.md)."""
-        import time
+    def prepare_headless(self, job: HeadlessJob) -> HeadlessRun:
+        """``codex exec -p reef PROMPT``, installed as the ``CODEX_HOME`` ``job.target``.
+        Not ``isolated``, Codex's own sandbox limits writes to the work dir; under the
+        caller's isolation (Reef's sandbox) Codex's sandbox, which does not nest dependably,
+        is off (docs/adapters-codex.md)."""
+        from adapters._process import new_session_id
 
-        from adapters._process import BASE_ENV, headless_install, local_launch
-
-        workdir = Path(workdir).absolute()
-        target, routing, release = headless_install(files, workdir, gateway)
-        CodexAdapter(self.binary, model=gateway.model).install(release, target, routing)
-        sid = headless.new_session_id()
-        argv = headless.exec_argv(agent.require(self.binary), prompt, isolated=launch is not None)
-        given = {routing.token_env: gateway.token}
+        target, routing = job.target, job.routing
+        CodexAdapter(self.binary, model=job.gateway.model).install(job.release, target, routing)
+        sid = new_session_id()
+        binary = BINARY.require(self.binary).path
+        argv = headless.exec_argv(binary, job.prompt, isolated=job.isolated)
         env = {
-            **BASE_ENV,
             "TMPDIR": str(headless.tmp_dir(target)),
-            **headless.wrapper_env(target, routing, given, session_id=sid),
+            **headless.wrapper_env(target, routing, {routing.token_env: job.gateway.token}, sid),
         }
-        started = time.time()
-        done = (launch or local_launch)(argv, workdir, env, timeout)
-        return headless.transcript_of(done, target, started, sid)
+        return HeadlessRun(argv, env, sid, lambda t: headless.session_of(target, t, sid))
 
     # ------------------------------------------------------------ harvest
 
@@ -180,22 +131,6 @@ def _recorded_model(target: Path) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-def _discover(routing: Routing) -> str | None:
-    """The first model id `reef serve` lists (2 s), or None when it is not reachable."""
-    import httpx
-
-    from reef_cli.core import tokens
-
-    try:
-        token = os.environ.get(routing.token_env) or tokens.main_token(create=False)
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        headers["x-reef-scenario"] = routing.scenario
-        resp = httpx.get(routing.base_url.rstrip("/") + "/v1/models", headers=headers, timeout=2)
-        if resp.status_code != 200:
-            return None
-        for item in resp.json().get("data") or []:
-            if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]:
-                return str(item["id"])
-    except (httpx.HTTPError, ValueError, OSError, AttributeError):
-        return None
-    return None
+def _served_model(routing: Routing) -> str:
+    """The first model id `reef serve` lists (2 s), else ``default``."""
+    return (_models.served(routing) or [_models.DEFAULT])[0]

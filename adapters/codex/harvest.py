@@ -31,13 +31,14 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from adapters._harvest import as_utc, touched_since
+from adapters import _harvest
+from adapters._harvest import parse_time
 from adapters.base import Session, ToolCall, Turn
 
 AGENT = "codex"
@@ -55,32 +56,8 @@ class CodexSession(Session):
     reef_session_id: str | None = None
 
 
-def parse_time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _entries(path: Path) -> Iterable[dict[str, Any]]:
-    try:
-        handle = path.open(encoding="utf-8", errors="replace")
-    except OSError:
-        return
-    with handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a crash: keep the rest
-            if isinstance(entry, dict) and isinstance(entry.get("payload"), dict):
-                yield entry
+def _entries(path: Path) -> Iterator[dict[str, Any]]:
+    return (e for e in _harvest.read_jsonl(path) if isinstance(e.get("payload"), dict))
 
 
 def _injected(text: str) -> bool:
@@ -205,9 +182,7 @@ def parse_rollout(path: Path) -> CodexSession:
             session.turns.append(
                 Turn(role="tool", text=_tool_output(payload.get("output")), timestamp=stamp)
             )
-    if stamps:
-        ordered = sorted(stamps, key=lambda s: parse_time(s) or datetime.min.replace(tzinfo=UTC))
-        session.started_at, session.ended_at = ordered[0], ordered[-1]
+    session.started_at, session.ended_at = _harvest.span(stamps)
     session.model = models.most_common(1)[0][0] if models else model
     session.skills_used = used
     return session
@@ -219,14 +194,6 @@ def rollout_files(codex_home: Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.glob("*/*/*/rollout-*.jsonl") if p.is_file())
-
-
-def _open_store(store: Any) -> Any:
-    if store is not None:
-        return store
-    from reef_cli.core.records import RecordStore, db_path
-
-    return RecordStore() if db_path().exists() else None
 
 
 def _named_session(request: Any) -> str | None:
@@ -246,18 +213,20 @@ def receipts_by_session(
     """``(record id, Reef session id)`` per Codex session id, oldest first: one pass over
     the records made since the oldest session started (``scenario``'s only, when given)."""
     wanted = {s.session_id for s in sessions}
-    starts = [t for t in (parse_time(s.started_at) for s in sessions) if t is not None]
-    store = _open_store(store) if wanted else None
-    if store is None:
+    if not wanted:
         return {}
+    starts = [t for t in (parse_time(s.started_at) for s in sessions) if t is not None]
     early = (min(starts) - timedelta(seconds=5)).astimezone(UTC) if starts else None
     since = early.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if early else None  # records' format
     out: dict[str, list[tuple[str, str | None]]] = {}
-    for record in store.iter(scenario=scenario, since=since, oldest_first=True):
-        sid = record.session_id if record.session_id in wanted else None
-        sid = sid or _named_session(record.request)
-        if sid in wanted:
-            out.setdefault(str(sid), []).append((record.id, record.session_id))
+    with _harvest.record_store(store) as records:
+        if records is None:
+            return {}
+        for record in records.iter(scenario=scenario, since=since, oldest_first=True):
+            sid = record.session_id if record.session_id in wanted else None
+            sid = sid or _named_session(record.request)
+            if sid in wanted:
+                out.setdefault(str(sid), []).append((record.id, record.session_id))
     return out
 
 
@@ -269,21 +238,11 @@ def harvest(
     store: Any = None,
 ) -> list[CodexSession]:
     """Sessions under ``codex_home`` active since ``since``, oldest first, with receipts."""
-    since = as_utc(since)
-    sessions: list[CodexSession] = []
-    for path in touched_since(rollout_files(codex_home), since):
-        session = parse_rollout(path)
-        ended = parse_time(session.ended_at)
-        if since is not None and (ended is None or ended < since):
-            continue
-        if not session.turns:
-            continue  # nothing but bookkeeping (e.g. a prompt a hook blocked)
-        sessions.append(session)
+    sessions = _harvest.active_since(rollout_files(codex_home), parse_rollout, since)
     links = receipts_by_session(sessions, store, scenario)
     for session in sessions:
         found = links.get(session.session_id, [])
         session.receipts = [rid for rid, _ in found]
         reef = Counter(sid for _, sid in found if sid)
         session.reef_session_id = reef.most_common(1)[0][0] if reef else None
-    sessions.sort(key=lambda s: parse_time(s.started_at) or datetime.min.replace(tzinfo=UTC))
-    return sessions
+    return _harvest.oldest_first(sessions)

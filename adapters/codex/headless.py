@@ -21,12 +21,11 @@ Verified against Codex CLI 0.171.0 (commands in docs/adapters-codex.md):
 from __future__ import annotations
 
 import os
-import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters.base import Exit, Routing, Session, Transcript
+from adapters._process import new_session_id
+from adapters.base import Routing, Session
 from adapters.codex import profile
 from reef_cli.core import launcher
 
@@ -88,10 +87,6 @@ def with_profile(argv: Sequence[str]) -> list[str]:
     return args
 
 
-def new_session_id() -> str:
-    return str(uuid.uuid4())
-
-
 def wrapper_env(
     target: Path,
     routing: Routing,
@@ -149,16 +144,3 @@ def session_of(codex_home: Path, started: float, reef_session: str) -> Session |
     session = parse_rollout(found[-1])
     session.reef_session_id = reef_session
     return session
-
-
-def transcript_of(done: Exit, codex_home: Path, started: float, reef_session: str) -> Transcript:
-    return Transcript(
-        returncode=done.returncode,
-        stdout=done.stdout,
-        stderr=done.stderr,
-        session=session_of(codex_home, started, reef_session),
-        timed_out=done.timed_out,
-        session_id=reef_session,
-        isolation=done.isolation,
-        seconds=round(time.time() - started, 2),
-    )

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from adapters._binary import AgentNotFound, AgentVersionUnsupported
     from adapters.opencode.adapter import NotInstalled, OpenCodeAdapter
-    from adapters.opencode.agent import AgentNotFound, AgentVersionUnsupported
 
 __all__ = ["AgentNotFound", "AgentVersionUnsupported", "NotInstalled", "OpenCodeAdapter"]
 
@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(adapter, name)
     if name in ("AgentNotFound", "AgentVersionUnsupported"):
-        from adapters.opencode import agent
+        from adapters import _binary
 
-        return getattr(agent, name)
+        return getattr(_binary, name)
     raise AttributeError(f"module 'adapters.opencode' has no attribute {name!r}")

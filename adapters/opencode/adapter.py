@@ -2,45 +2,29 @@
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters import _files
-from adapters.base import (
-    Adapter,
-    Gateway,
-    Launch,
-    ReleaseToInstall,
-    Routing,
-    Session,
-    Transcript,
-)
-from adapters.opencode import agent, config_json, headless, render
+from adapters import _files, _models, _record
+from adapters._binary import AgentBinary
+from adapters._files import NotInstalled
+from adapters._harvest import receipts
+from adapters.base import Adapter, HeadlessJob, HeadlessRun, ReleaseToInstall, Routing, Session
+from adapters.opencode import config_json, headless, render
 from adapters.opencode import harvest as _harvest
 
-DEFAULT_MODEL = "default"
-RECORD_KEYS = (
-    "adapter",
-    "scenario",
-    "release",
-    "content_hash",
-    "latest",
-    "installed_at",
-    "layout",
-    "base_url",
-    "agent_version",
-    "skipped",
-    "config",
-    "models",
+#: The layout this adapter writes (opencode.json(c) provider, AGENTS.md, skills/,
+#: commands/, the SQLite session store) was verified on 1.18.33: >= 1.18, < 2.0.
+BINARY = AgentBinary(
+    tool="opencode",
+    name="opencode",
+    supported=((1, 18), (2, 0)),
+    pinned="1.18.33",
+    install="npm install -g opencode-ai",
+    version_env=headless.QUIET_ENV,  # no update check or model catalog fetch for a version
 )
-
-
-class NotInstalled(_files.InstallError):
-    """The folder holds no Reef install for opencode."""
 
 
 class OpenCodeAdapter(Adapter):
@@ -76,45 +60,27 @@ class OpenCodeAdapter(Adapter):
     def _install(
         self, release: ReleaseToInstall, target: Path, routing: Routing, models: list[str]
     ) -> None:
-        from reef_cli.core.releases import now_iso
-
-        _, version = agent.require(self.binary)
-        record = {
-            "adapter": self.name,
-            "scenario": release.scenario,
-            "release": release.number,
-            "content_hash": release.content_hash,
-            "latest": release.latest,
-            "installed_at": now_iso(),
-            "layout": "global" if headless.is_global(target) else "config-dir",
-            "base_url": routing.base_url,
-            "agent_version": ".".join(map(str, version)),
-        }
+        version = BINARY.require(self.binary).version_text
+        layout = "global" if headless.is_global(target) else "config-dir"
+        record = _record.new(self.name, release, routing, version, layout=layout)
         plan = render.build_plan(release, target, routing, models=models, record=record)
         _files.apply(plan)
 
     def _models_for(self, target: Path, routing: Routing) -> list[str]:
-        if self.models:
-            return self.models
-        if self.discover_models:
-            found = discover(routing)
-            if found:
-                return found
-        rel = (_files.load_manifest(target) or {}).get("config")
-        return config_json.installed_models(target, rel) or [DEFAULT_MODEL]
+        def installed() -> list[str]:
+            rel = (_files.load_manifest(target) or {}).get("config")
+            return config_json.installed_models(target, rel)
+
+        return _models.choose(
+            self.models, routing, discover=self.discover_models, installed=installed
+        )
 
     def uninstall(self, target: Path) -> None:
         target = Path(target).expanduser().absolute()
-        manifest = _files.load_manifest(target)
-        if manifest is None:
+        if _record.refuse_other(target, self.name, "opencode") is None:
             raise NotInstalled(
                 f"Reef is not installed in {target}",
                 "nothing to remove; `reef harness install --adapter opencode` installs it",
-            )
-        if manifest.get("adapter") != self.name:
-            raise _files.InstallError(
-                f"{target} holds a {manifest.get('adapter')} install, not opencode's",
-                f"uninstall it with --adapter {manifest.get('adapter')}",
             )
         backups = target / _files.STATE_DIR / "backup"
 
@@ -126,19 +92,13 @@ class OpenCodeAdapter(Adapter):
 
             return unmerge
 
-        unmerge: dict[str, Callable[[str], str | None]] = {render.AGENTS: render.unsection}
+        unmerge: dict[str, Callable[[str], str | None]] = {render.AGENTS: _files.unsection}
         for rel in config_json.NAMES:
             unmerge[rel] = config_unmerged(rel)
         _files.remove(target, unmerge)
 
     def installed(self, target: Path) -> dict[str, Any] | None:
-        where = Path(target).expanduser().absolute()
-        manifest = _files.load_manifest(where)
-        if manifest is None or manifest.get("adapter") != self.name:
-            return None
-        record = {key: manifest.get(key) for key in RECORD_KEYS if key in manifest}
-        record["target"] = str(where)
-        return record
+        return _record.read(target, self.name)
 
     def notice(self, target: Path) -> str | None:
         """The start-up line the wrapper prints when a newer release is served than the one
@@ -174,12 +134,8 @@ class OpenCodeAdapter(Adapter):
         where = Path(target).expanduser().absolute()
         record = self.installed(where)
         if record is None:
-            raise NotInstalled(
-                f"Reef is not installed in {where}",
-                f"run `reef harness install --adapter opencode --scenario {routing.scenario} "
-                f"--target {where}` first",
-            )
-        binary, _ = agent.require(self.binary)
+            raise _record.not_installed(where, self.name, routing.scenario)
+        binary = BINARY.require(self.binary).path
         models = config_json.installed_models(where, record.get("config"))
         if not models:
             raise _files.InstallError(
@@ -190,47 +146,24 @@ class OpenCodeAdapter(Adapter):
         return [binary, *headless.with_model(list(argv), model)], headless.wrapper_env(where)
 
     def agent_version(self) -> str:
-        _, version = agent.require(self.binary)
-        return ".".join(map(str, version))
+        return BINARY.require(self.binary).version_text
 
-    def run_headless(
-        self,
-        files: dict[str, str],
-        prompt: str,
-        workdir: Path,
-        gateway: Gateway,
-        *,
-        launch: Launch | None = None,
-        timeout: float = 300.0,
-    ) -> Transcript:
-        """``opencode run PROMPT`` on ``files``, installed as the config dir
-        ``workdir/.reef-agent``; all of opencode's state (sessions, logs, caches) stays in it.
-        Permission asks are rejected (opencode's ``run`` without ``--auto``)."""
-        from adapters._process import BASE_ENV, headless_install, local_launch
+    def prepare_headless(self, job: HeadlessJob) -> HeadlessRun:
+        """``opencode run PROMPT``, installed as the config dir ``job.target``; all of
+        opencode's state (sessions, logs, caches) stays in it. Permission asks are rejected
+        (opencode's ``run`` without ``--auto``)."""
+        from adapters._process import new_session_id
 
-        workdir = Path(workdir).absolute()
-        target, routing, release = headless_install(files, workdir, gateway)
-        self._install(release, target, routing, [gateway.model])
+        target, gateway = job.target, job.gateway
+        self._install(job.release, target, job.routing, [gateway.model])
         headless.offline_dirs(target)
-        binary, _ = agent.require(self.binary)
-        sid = headless.new_session_id()
+        sid = new_session_id()
         model = f"{config_json.PROVIDER}/{gateway.model}"
-        argv = headless.run_argv(binary, model, prompt, headless.title_of(prompt))
-        env = {**BASE_ENV, **headless.headless_env(target, routing, gateway.token, sid)}
-        started = time.time()
-        done = (launch or local_launch)(argv, workdir, env, timeout)
-        seconds = round(time.time() - started, 2)
-        session = self._session_of(target, sid, started)
-        return Transcript(
-            returncode=done.returncode,
-            stdout=done.stdout,
-            stderr=done.stderr,
-            session=session,
-            timed_out=done.timed_out,
-            session_id=sid,
-            isolation=done.isolation,
-            seconds=seconds,
+        argv = headless.run_argv(
+            BINARY.require(self.binary).path, model, job.prompt, headless.title_of(job.prompt)
         )
+        env = headless.headless_env(target, job.routing, gateway.token, sid)
+        return HeadlessRun(argv, env, sid, lambda t: self._session_of(target, sid, t))
 
     def _session_of(self, target: Path, reef_id: str, started: float) -> Session | None:
         """The session a headless run just wrote (its store is the run's own), remembered
@@ -241,7 +174,7 @@ class OpenCodeAdapter(Adapter):
             return None
         session = found[-1]
         _harvest.remember(target, session.session_id, reef_id)
-        linked = _harvest.receipts([session.session_id, reef_id])
+        linked = receipts([session.session_id, reef_id])
         session.receipts = list(
             dict.fromkeys(linked.get(session.session_id, []) + linked.get(reef_id, []))
         )
@@ -259,22 +192,3 @@ class OpenCodeAdapter(Adapter):
         return _harvest.harvest(
             headless.db_path(where), since, mapping=_harvest.session_map(where), store=store
         )
-
-
-def discover(routing: Routing) -> list[str]:
-    """Model ids `reef serve` lists (``GET /v1/models``, 2 s), or [] when it does not answer."""
-    import httpx
-
-    from reef_cli.core import tokens
-
-    try:
-        token = os.environ.get(routing.token_env) or tokens.main_token(create=False)
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        headers["x-reef-scenario"] = routing.scenario
-        resp = httpx.get(routing.base_url.rstrip("/") + "/v1/models", headers=headers, timeout=2)
-        if resp.status_code != 200:
-            return []
-        data = resp.json().get("data") or []
-        return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")][:20]
-    except (httpx.HTTPError, ValueError, OSError, AttributeError):
-        return []

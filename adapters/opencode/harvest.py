@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters import _harvest
 from adapters._files import STATE_DIR
 from adapters._harvest import as_utc
 from adapters.base import Session, ToolCall, Turn
@@ -212,29 +213,6 @@ def remember(target: Path, opencode_id: str, reef_id: str) -> None:
     atomic_write_text(target / SESSION_MAP, json.dumps(known, indent=2) + "\n")
 
 
-def receipts(session_ids: list[str], store: Any = None) -> dict[str, list[str]]:
-    """Record ids per session id from Reef's record store (if there is one), oldest first."""
-    if not session_ids:
-        return {}
-    close = False
-    if store is None:
-        from reef_cli.core.records import RecordStore, db_path
-
-        if not db_path().exists():
-            return {}
-        store, close = RecordStore(), True
-    try:
-        out: dict[str, list[str]] = {}
-        for sid in dict.fromkeys(session_ids):
-            rows = store.list(session_id=sid, limit=None, oldest_first=True)
-            if rows:
-                out[sid] = [r.id for r in rows]
-        return out
-    finally:
-        if close:
-            store.close()
-
-
 def harvest(
     db: Path,
     since: datetime | None = None,
@@ -249,7 +227,7 @@ def harvest(
     wanted = [s.session_id for s in sessions] + [
         mapping[s.session_id] for s in sessions if s.session_id in mapping
     ]
-    found = receipts(wanted, store)
+    found = _harvest.receipts(wanted, store)
     for session in sessions:
         ids = found.get(session.session_id, [])
         if session.session_id in mapping:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -142,7 +141,3 @@ def title_of(prompt: str) -> str:
     """The session title ``--title`` gives (any non-default title skips the title call)."""
     words = " ".join(prompt.split())
     return (words[:60] or "reef run").strip()
-
-
-def new_session_id() -> str:
-    return str(uuid.uuid4())

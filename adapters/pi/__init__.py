@@ -20,11 +20,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters import _files
+from adapters import _files, _models, _record
+from adapters._binary import Found
 from adapters.base import (
     Adapter,
-    Gateway,
-    Launch,
+    HeadlessJob,
+    HeadlessRun,
     ReleaseToInstall,
     Routing,
     Session,
@@ -44,8 +45,6 @@ __all__ = [
     "PiSession",
     "PiUnsupported",
 ]
-
-DEFAULT_MODEL = "default"
 
 
 class PiAdapter(Adapter):
@@ -97,19 +96,18 @@ class PiAdapter(Adapter):
         _files.apply(plan)
 
     def _models_for(self, target: Path, routing: Routing) -> list[str]:
-        if self.models:
-            return self.models
-        if self.discover_models:
-            found = _discover(routing)
-            if found:
-                return found
-        return models_json.installed_models(target) or [DEFAULT_MODEL]
+        return _models.choose(
+            self.models,
+            routing,
+            discover=self.discover_models,
+            installed=lambda: models_json.installed_models(target),
+        )
 
     def uninstall(self, target: Path) -> None:
         target = Path(target).expanduser().absolute()
         removed = _files.remove(
             target,
-            {render.AGENTS: render._unsection, models_json.REL: models_json.unmerged},
+            {render.AGENTS: _files.unsection, models_json.REL: models_json.unmerged},
         )
         if not removed:
             raise NotInstalled(
@@ -128,9 +126,9 @@ class PiAdapter(Adapter):
 
     # ----------------------------------------------------------------- run
 
-    def check_binary(self) -> headless.PiBinary:
+    def check_binary(self) -> Found:
         """The pi binary, verified (PiNotFound / PiUnsupported otherwise)."""
-        return headless.check(self.binary, self.tool)
+        return headless.BINARY.with_tool(self.tool).require(self.binary)
 
     def wrapper(
         self, target: Path, routing: Routing, argv: list[str]
@@ -143,13 +141,8 @@ class PiAdapter(Adapter):
         extension runs). ``--provider reef --model M`` is
         added unless ``argv`` already picks a model."""
         target = Path(target).expanduser().absolute()
-        info = self.installed(target)
-        if info is None:
-            raise NotInstalled(
-                f"Reef is not installed in {target}",
-                f"run `reef harness install --adapter pi --scenario {routing.scenario} "
-                f"--target {target}` first",
-            )
+        if self.installed(target) is None:
+            raise _record.not_installed(target, self.name, routing.scenario)
         binary = self.check_binary()
         models = models_json.installed_models(target)
         if not models:
@@ -171,45 +164,19 @@ class PiAdapter(Adapter):
     def agent_version(self) -> str:
         return self.check_binary().version_text
 
-    def run_headless(
-        self,
-        files: dict[str, str],
-        prompt: str,
-        workdir: Path,
-        gateway: Gateway,
-        *,
-        launch: Launch | None = None,
-        timeout: float = 300.0,
-    ) -> Transcript:
-        """``pi -p PROMPT`` on ``files``, installed into ``workdir/.reef-agent``."""
-        import time
-
-        from adapters._process import BASE_ENV, headless_install, local_launch
-
-        workdir = Path(workdir).absolute()
-        target, routing, release = headless_install(files, workdir, gateway)
-        self._install(release, target, routing, [gateway.model])
-        argv, extra = self.wrapper(target, routing, ["-p", prompt])
+    def prepare_headless(self, job: HeadlessJob) -> HeadlessRun:
+        """``pi -p PROMPT``, installed into the agent dir ``job.target``."""
+        target, routing = job.target, job.routing
+        self._install(job.release, target, routing, [job.gateway.model])
+        argv, extra = self.wrapper(target, routing, ["-p", job.prompt])
         env = {
-            **BASE_ENV,
             **headless.QUIET_ENV,
             "REEF_PI_NOTICE": "0",
             **extra,
-            routing.token_env: gateway.token,
+            routing.token_env: job.gateway.token,
         }
-        started = time.time()
-        done = (launch or local_launch)(argv, workdir, env, timeout)
-        session = self._session_of(target, extra[routing.session_env], started)
-        return Transcript(
-            done.returncode,
-            done.stdout,
-            done.stderr,
-            session,
-            timed_out=done.timed_out,
-            session_id=extra[routing.session_env],
-            isolation=done.isolation,
-            seconds=round(time.time() - started, 2),
-        )
+        sid = extra[routing.session_env]
+        return HeadlessRun(argv, env, sid, lambda t: self._session_of(target, sid, t))
 
     def run_installed(
         self,
@@ -262,22 +229,3 @@ def _recorded_command(target: Path) -> str | None:
         return str(command[0]) if command else None
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
-
-
-def _discover(routing: Routing) -> list[str]:
-    """Model ids `reef serve` lists, or [] when it is not reachable."""
-    import httpx
-
-    from reef_cli.core import tokens
-
-    try:
-        token = os.environ.get(routing.token_env) or tokens.main_token(create=False)
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        headers["x-reef-scenario"] = routing.scenario
-        resp = httpx.get(routing.base_url.rstrip("/") + "/v1/models", headers=headers, timeout=2)
-        if resp.status_code != 200:
-            return []
-        data = resp.json().get("data") or []
-        return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")][:20]
-    except (httpx.HTTPError, ValueError, OSError, AttributeError):
-        return []

@@ -10,14 +10,14 @@ and the ``REEF_SESSION_ID`` the wrapper set; that id also links records Reef sto
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters._harvest import as_utc, touched_since
+from adapters import _harvest
+from adapters._harvest import as_utc, parse_time, touched_since
 from adapters.base import Session, ToolCall, Turn
 
 _SKILL_PATH = re.compile(r"(?:^|/)skills/([a-z0-9][a-z0-9-]*)/SKILL\.md$")
@@ -40,16 +40,6 @@ def _iso(value: Any) -> str | None:
     return None
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -66,21 +56,11 @@ def read_entries(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]
     """(header, entries) of one session file; unreadable lines are skipped."""
     header: dict[str, Any] | None = None
     entries: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a crash
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "session" and header is None:
-                header = item
-            else:
-                entries.append(item)
+    for item in _harvest.read_jsonl(path):
+        if item.get("type") == "session" and header is None:
+            header = item
+        else:
+            entries.append(item)
     return header, entries
 
 
@@ -195,7 +175,7 @@ def harvest(
         session = parse_file(path)
         if session is None:
             continue
-        ended = _parse_time(session.ended_at or session.started_at)
+        ended = parse_time(session.ended_at or session.started_at)
         if since is not None and ended is not None and ended < since:
             continue
         found.append(session)
@@ -208,18 +188,8 @@ def harvest(
 def link(sessions: list[PiSession]) -> None:
     """Add receipts Reef recorded under each session's ``REEF_SESSION_ID`` (if the
     record store exists; harvesting never creates one)."""
-    from reef_cli.core import records
-
-    wanted = [s for s in sessions if s.reef_session_id]
-    if not wanted or not records.db_path().exists():
-        return
-    store = records.RecordStore()
-    try:
-        for session in wanted:
-            for rec in store.list(
-                session_id=session.reef_session_id, limit=None, oldest_first=True
-            ):
-                if rec.id not in session.receipts:
-                    session.receipts.append(rec.id)
-    finally:
-        store.close()
+    found = _harvest.receipts(s.reef_session_id for s in sessions if s.reef_session_id)
+    for session in sessions:
+        for rid in found.get(session.reef_session_id or "", []):
+            if rid not in session.receipts:
+                session.receipts.append(rid)

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import jinja2
 import yaml
 
-from adapters import _files
+from adapters import _files, _render
 from adapters._files import InstallError, Merge, Plan
 from adapters.base import ReleaseToInstall, Routing
 from adapters.pi import models_json
@@ -33,12 +32,7 @@ EXTENSION_DIR = "extensions/reef"
 EXTENSION = f"{EXTENSION_DIR}/index.ts"
 CONFIG = f"{EXTENSION_DIR}/reef.json"
 
-_env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-    autoescape=False,
-    keep_trailing_newline=True,
-    undefined=jinja2.StrictUndefined,
-)
+_env = _render.environment(Path(__file__).parent / "templates", trim_blocks=False)
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
@@ -120,26 +114,6 @@ def tree_files(release: ReleaseToInstall) -> dict[str, str]:
     return out
 
 
-def _conflicts(target: Path, owned: dict[str, str]) -> list[str]:
-    """Owned paths that would overwrite the person's own files (not Reef's from before)."""
-    previous = set((_files.load_manifest(target) or {}).get("owned", []))
-    found: list[str] = []
-    for rel in sorted(owned):
-        if rel in previous:
-            continue
-        path = target / rel
-        if path.exists() or path.is_symlink():
-            found.append(rel)
-            continue
-        parts = rel.split("/")
-        if parts[0] in ("skills", "extensions") and len(parts) > 2:
-            folder = "/".join(parts[:2])
-            ours = any(p.startswith(folder + "/") for p in previous)
-            if (target / folder).exists() and not ours:
-                found.append(folder + "/")
-    return sorted(set(found))
-
-
 def plan(
     release: ReleaseToInstall,
     target: Path,
@@ -151,33 +125,18 @@ def plan(
 ) -> Plan:
     """Everything the install writes, computed (and checked) before anything is written."""
     models_json.check(target)
-    agents = target / AGENTS
-    if agents.is_file():
-        try:
-            agents.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InstallError(
-                f"{agents} is not UTF-8 text; nothing was installed",
-                f"save {agents} as UTF-8, then install again",
-            ) from exc
+    _files.read_text(target / AGENTS)  # merged later: it must be text
     owned = tree_files(release)
     config_path = target / CONFIG
     owned[EXTENSION] = extension_source(config_path, release)
     owned[CONFIG] = (
         json.dumps(extension_config(release, target, routing, reef_home), indent=2) + "\n"
     )
-    conflicts = _conflicts(target, owned)
-    if conflicts:
-        raise InstallError(
-            f"installing would overwrite your own {', '.join(conflicts)} in {target}; "
-            "nothing was installed",
-            "rename or move those files (or the skill/command in the release), then install again",
-        )
     result = Plan(target=target)
     for rel, text in sorted(owned.items()):
         result.own(rel, text)
     section = agents_section(release)
-    result.merge(AGENTS, Merge(lambda old: _files.with_section(old, section), _unsection))
+    result.merge(AGENTS, Merge(lambda old: _files.with_section(old, section), _files.unsection))
     entry = models_json.provider_entry(routing, models, token_file, release.number)
     result.merge(
         models_json.REL,
@@ -196,9 +155,5 @@ def plan(
         "models": models,
         "reef_command": json.loads(owned[CONFIG])["command"][0],
     }
+    _files.refuse_overwrites(result, folders=("skills", "extensions"))
     return result
-
-
-def _unsection(text: str) -> str | None:
-    left = _files.without_section(text)
-    return left if left.strip() else None

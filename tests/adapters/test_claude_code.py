@@ -4,7 +4,6 @@ real binary runs in tests/e2e/test_claude_code.py."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ import pytest
 
 from adapters._files import InstallError
 from adapters._install import install_release
-from adapters.base import ReleaseToInstall, Routing
+from adapters.base import Routing
 from adapters.claude_code import (
     AgentNotFound,
     AgentVersionUnsupported,
@@ -31,35 +30,14 @@ from adapters.claude_code import harvest as harvest_mod
 from reef_cli.core import scenarios
 from reef_cli.core.errors import ReefError, TreeError
 from reef_cli.core.publishing import publish_files
+from tests.adapters.helpers import fake_agent, hook_output, release, snapshot, tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_code"
 ROUTING = Routing(base_url="http://127.0.0.1:8901", scenario="demo")
 
 
-def tree(rule: str, *, extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {
-        "reef.toml": "format = 1\n",
-        "rules/style.md": f"# Style\n\n{rule}\n",
-        "skills/fix-bugs/SKILL.md": (
-            "---\nname: fix-bugs\ndescription: Reproduce a bug with a failing test first.\n"
-            "---\n\nSteps.\n"
-        ),
-        "skills/fix-bugs/checklist.md": "- reproduce\n",
-        "commands/review.md": "---\ndescription: Review the diff\n---\n\nReview $ARGUMENTS.\n",
-        **(extra or {}),
-    }
-
-
 def fake_claude(folder: Path, version: str = "2.1.332", sleep: float = 0) -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "claude"
-    path.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = "--version" ]; then echo "{version} (Claude Code)"; exit 0; fi\n'
-        f"sleep {sleep}\necho ran\n"
-    )
-    path.chmod(0o755)
-    return str(path)
+    return fake_agent(folder, "claude", f"{version} (Claude Code)", then=f"sleep {sleep}\necho ran")
 
 
 @pytest.fixture
@@ -73,19 +51,6 @@ def chain(reef_home: Path) -> str:
     publish_files("demo", tree("Rule one (rule-r1)."), reason="first")
     publish_files("demo", tree("Rule one (rule-r1).\nRule two (rule-r2)."), reason="add rule two")
     return "demo"
-
-
-def release(number: int = 1, files: dict[str, str] | None = None) -> ReleaseToInstall:
-    return ReleaseToInstall("demo", number, files or tree("Rule (rule-x)."), "sha256:x", number)
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    if not root.exists():
-        return {}
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
 
 
 # ---------------------------------------------------------------- install / uninstall
@@ -290,7 +255,7 @@ def test_refuses_to_overwrite_the_person_s_own_skill(
     (target / "skills/fix-bugs/SKILL.md").write_text("my own skill\n")
     with pytest.raises(InstallError) as caught:
         adapter.install(release(), target, ROUTING)
-    assert "already exists and is not Reef's" in caught.value.message
+    assert "would overwrite your own skills/fix-bugs/SKILL.md" in caught.value.message
     assert (target / "skills/fix-bugs/SKILL.md").read_text() == "my own skill\n"
     assert not (target / "CLAUDE.md").exists()
 
@@ -312,15 +277,8 @@ def test_invalid_tree_is_refused(adapter: ClaudeCodeAdapter, tmp_path: Path) -> 
 # ---------------------------------------------------------------- the hook
 
 
-def run_hook(
-    event: str, config: Path, payload: dict[str, Any], monkeypatch: Any
-) -> dict[str, Any] | None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(payload)))
-    out = io.StringIO()
-    monkeypatch.setattr(sys, "stdout", out)
-    assert hook.main([event, "--config", str(config)]) == 0
-    text = out.getvalue().strip()
-    return json.loads(text) if text else None
+def run_hook(event: str, config: Path, payload: dict[str, Any], monkeypatch: Any) -> Any:
+    return hook_output(hook.main, event, config, payload, monkeypatch)
 
 
 def test_hook_versions_list_show_install(
@@ -364,16 +322,6 @@ def test_hook_versions_list_show_install(
 
     assert run_hook("user-prompt-submit", config, {"prompt": "fix the bug"}, monkeypatch) is None
     assert run_hook("user-prompt-submit", config, {"prompt": "/versionsx"}, monkeypatch) is None
-
-
-def test_hook_stays_out_of_the_way_when_reef_is_gone(tmp_path: Path, monkeypatch: Any) -> None:
-    assert run_hook("session-start", tmp_path / "missing.json", {}, monkeypatch) is None
-    config = tmp_path / "hook.json"
-    config.write_text(
-        json.dumps({"scenario": "gone", "target": str(tmp_path), "reef_home": str(tmp_path / "h")})
-    )
-    out = run_hook("session-start", config, {}, monkeypatch)
-    assert out is not None and out["systemMessage"].startswith("Reef: unknown scenario 'gone'")
 
 
 def test_hook_command_runs_as_claude_code_would(

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 import yaml
 
+from adapters._binary import parse_version
 from adapters._files import InstallError
 from adapters._install import install_release, uninstall
-from adapters.base import ReleaseToInstall, Routing
+from adapters.base import Routing
 from adapters.codex import (
     CodexAdapter,
     CodexNotFound,
     CodexUnsupported,
-    agent,
     headless,
     hook,
     profile,
@@ -35,6 +35,7 @@ from reef_cli.core import scenarios
 from reef_cli.core.errors import TreeError
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import Record, RecordStore
+from tests.adapters.helpers import fake_agent, hook_output, release, snapshot, tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 ROUTING = Routing(base_url="http://127.0.0.1:9", scenario="demo")  # nothing listens there
@@ -63,33 +64,8 @@ PERSON_CONFIG = (
 PERSON_AGENTS = b"# My notes\r\n\r\nAlways be kind (person-rule-0b7e).\r\n"
 
 
-def tree(rule: str, *, extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {
-        "reef.toml": "format = 1\n",
-        "rules/style.md": f"# Style\n\n{rule}\n",
-        "skills/fix-bugs/SKILL.md": (
-            "---\nname: fix-bugs\ndescription: Reproduce a bug with a failing test first.\n"
-            "---\n\nSteps.\n"
-        ),
-        "skills/fix-bugs/checklist.md": "- reproduce\n",
-        "commands/review.md": (
-            "---\ndescription: Review the diff\nargument-hint: '[files]'\n---\n\n"
-            "Review $ARGUMENTS.\n"
-        ),
-        **(extra or {}),
-    }
-
-
 def fake_codex(folder: Path, version: str = "codex-cli 0.171.0", sleep: float = 0) -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "codex"
-    path.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n'
-        f"sleep {sleep}\necho ran\n"
-    )
-    path.chmod(0o755)
-    return str(path)
+    return fake_agent(folder, "codex", version, then=f"sleep {sleep}\necho ran")
 
 
 @pytest.fixture
@@ -103,16 +79,6 @@ def chain(reef_home: Path) -> str:
     publish_files("demo", tree("Rule one (rule-r1)."), reason="first", reviewed=True)
     publish_files("demo", tree("Rule one (rule-r1).\nRule two (rule-r2)."), reason="add rule two")
     return "demo"
-
-
-def release(number: int = 1, files: dict[str, str] | None = None) -> ReleaseToInstall:
-    return ReleaseToInstall("demo", number, files or tree("Rule (rule-x)."), "sha256:x", number)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
 
 
 def read_profile(target: Path) -> dict[str, Any]:
@@ -129,7 +95,7 @@ def test_install_renders_rules_skills_commands_profile_and_hooks(
     files = tree("Be brief (rule-x).", extra={"extensions/notify.ts": "export default 1\n"})
     adapter.install(release(3, files), target, ROUTING)
 
-    assert set(snapshot(target)) == {
+    assert set(snapshot(target, folders=False)) == {
         "AGENTS.md",
         "reef.config.toml",
         "skills/fix-bugs/SKILL.md",
@@ -195,7 +161,7 @@ def test_person_files_come_back_byte_for_byte(adapter: CodexAdapter, tmp_path: P
     (target / "config.toml").write_bytes(PERSON_CONFIG)
     (target / "AGENTS.md").write_bytes(PERSON_AGENTS)
     (target / "hooks.json").write_text('{"hooks": {}}\n')
-    before = snapshot(target)
+    before = snapshot(target, folders=False)
 
     adapter.install(release(1), target, ROUTING)
     assert (target / "config.toml").read_bytes() == PERSON_CONFIG  # never written
@@ -203,7 +169,7 @@ def test_person_files_come_back_byte_for_byte(adapter: CodexAdapter, tmp_path: P
     assert agents_md.startswith(PERSON_AGENTS) and b"rule-x" in agents_md
 
     adapter.uninstall(target)
-    assert snapshot(target) == before
+    assert snapshot(target, folders=False) == before
     assert adapter.installed(target) is None
 
 
@@ -275,12 +241,12 @@ def test_unusable_config_toml_installs_nothing(
     target.mkdir()
     (target / "config.toml").write_bytes(config)
     (target / "AGENTS.md").write_bytes(PERSON_AGENTS)
-    before = snapshot(target)
+    before = snapshot(target, folders=False)
     with pytest.raises(InstallError) as caught:
         adapter.install(release(1), target, ROUTING)
     assert message in caught.value.message and "nothing was installed" in caught.value.message
     assert "\n" not in caught.value.one_line()
-    assert snapshot(target) == before
+    assert snapshot(target, folders=False) == before
 
 
 @pytest.mark.parametrize(
@@ -305,11 +271,11 @@ def test_refuses_to_overwrite_the_person_s_own_files(adapter: CodexAdapter, tmp_
     (target / "skills/fix-bugs").mkdir(parents=True)
     (target / "skills/fix-bugs/notes.md").write_text("mine\n")
     (target / profile.REL).write_text('model = "mine"\n')
-    before = snapshot(target)
+    before = snapshot(target, folders=False)
     with pytest.raises(InstallError) as caught:
         adapter.install(release(1), target, ROUTING)
     assert "reef.config.toml" in caught.value.message and "skills/fix-bugs/" in caught.value.message
-    assert snapshot(target) == before
+    assert snapshot(target, folders=False) == before
 
 
 def test_invalid_tree_is_refused(adapter: CodexAdapter, tmp_path: Path) -> None:
@@ -345,9 +311,9 @@ def _init_with(adapter: CodexAdapter) -> Any:
 
 
 def test_version_parsing() -> None:
-    assert agent.parse_version("codex-cli 0.171.0") == (0, 171, 0)
-    assert agent.parse_version("codex-cli 0.171.12\n") == (0, 171, 12)
-    assert agent.parse_version("codex-cli") is None
+    assert parse_version("codex-cli 0.171.0") == (0, 171, 0)
+    assert parse_version("codex-cli 0.171.12\n") == (0, 171, 12)
+    assert parse_version("codex-cli") is None
 
 
 @pytest.mark.parametrize("version", ["codex-cli 0.170.9", "codex-cli 1.0.0", "codex-cli 2.3.4"])
@@ -462,15 +428,7 @@ def test_run_headless_installs_runs_and_times_out(tmp_path: Path) -> None:
 
 
 def run_hook(event: str, config: Path, payload: dict[str, Any], monkeypatch: Any) -> Any:
-    import io
-    import sys
-
-    out = io.StringIO()
-    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(payload)))
-    monkeypatch.setattr(sys, "stdout", out)
-    assert hook.main([event, "--config", str(config)]) == 0
-    text = out.getvalue().strip()
-    return json.loads(text) if text else None
+    return hook_output(hook.main, event, config, payload, monkeypatch)
 
 
 def test_hook_versions_list_show_install(
@@ -521,16 +479,6 @@ def test_parse_versions_prompts() -> None:
     with pytest.raises(versions.UsageError) as caught:
         versions.parse("$versions install")
     assert "$versions install" in caught.value.message and caught.value.hint == versions.USAGE
-
-
-def test_hook_stays_out_of_the_way_when_reef_is_gone(tmp_path: Path, monkeypatch: Any) -> None:
-    assert run_hook("session-start", tmp_path / "missing.json", {}, monkeypatch) is None
-    config = tmp_path / "hook.json"
-    config.write_text(
-        json.dumps({"scenario": "gone", "target": str(tmp_path), "reef_home": str(tmp_path / "h")})
-    )
-    out = run_hook("session-start", config, {}, monkeypatch)
-    assert out["systemMessage"].startswith("Reef: unknown scenario 'gone'")
 
 
 def test_hook_command_without_any_reef_still_blocks_versions(tmp_path: Path) -> None:

@@ -13,67 +13,36 @@ from pathlib import Path
 
 import pytest
 
+from adapters._binary import parse_version
 from adapters._files import InstallError
 from adapters._install import install_release, uninstall
-from adapters.base import ReleaseToInstall, Routing
+from adapters.base import Routing
 from adapters.opencode import (
     AgentNotFound,
     AgentVersionUnsupported,
     NotInstalled,
     OpenCodeAdapter,
-    agent,
     config_json,
     headless,
     jsonc,
 )
 from adapters.opencode import harvest as harvest_mod
+from adapters.opencode.adapter import BINARY
 from reef_cli.core import scenarios
 from reef_cli.core.publishing import publish_files
+from tests.adapters.helpers import fake_agent, release, snapshot, tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "opencode"
 ROUTING = Routing(base_url="http://127.0.0.1:8901", scenario="demo")
 
 
-def tree(rule: str, *, extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {
-        "reef.toml": "format = 1\n",
-        "rules/style.md": f"# Style\n\n{rule}\n",
-        "skills/fix-bugs/SKILL.md": (
-            "---\nname: fix-bugs\ndescription: Reproduce a bug with a failing test first.\n"
-            "---\n\nSteps.\n"
-        ),
-        "skills/fix-bugs/checklist.md": "- reproduce\n",
-        "commands/review.md": "---\ndescription: Review the diff\n---\n\nReview $ARGUMENTS.\n",
-        **(extra or {}),
-    }
-
-
 def fake_opencode(folder: Path, version: str = "1.18.33") -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "opencode"
-    path.write_text(
-        f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\necho "$@"\n'
-    )
-    path.chmod(0o755)
-    return str(path)
+    return fake_agent(folder, "opencode", version, then='echo "$@"')
 
 
 @pytest.fixture
 def adapter(tmp_path: Path) -> OpenCodeAdapter:
     return OpenCodeAdapter(binary=fake_opencode(tmp_path / "bin"), models=["m1", "m2"])
-
-
-def release(number: int = 1, files: dict[str, str] | None = None) -> ReleaseToInstall:
-    return ReleaseToInstall("demo", number, files or tree("Rule (rule-x)."), "sha256:x", number)
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    if not root.exists():
-        return {}
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
 
 
 def person_dir(tmp_path: Path, *names: str) -> Path:
@@ -256,7 +225,7 @@ def test_a_persons_skill_in_the_way_installs_nothing(
     mine.parent.mkdir(parents=True)
     mine.write_text("my own skill\n")
     before = snapshot(target)
-    with pytest.raises(InstallError, match="already exists and is not Reef's"):
+    with pytest.raises(InstallError, match=r"would overwrite your own skills/fix-bugs/SKILL\.md"):
         adapter.install(release(1), target, ROUTING)
     assert snapshot(target) == before
 
@@ -274,7 +243,7 @@ def test_install_through_the_ledger_records_it(
     scenarios.create("demo")
     publish_files("demo", tree("Rule one (rule-r1)."), reason="first")
     # the models `reef serve` lists become the provider's (GET /v1/models at install)
-    monkeypatch.setattr("adapters.opencode.adapter.discover", lambda routing: ["served-model"])
+    monkeypatch.setattr("adapters._models.served", lambda routing: ["served-model"])
     monkeypatch.setattr(
         "adapters._install.get", lambda name: OpenCodeAdapter(binary=adapter.binary)
     )
@@ -384,7 +353,7 @@ def test_harvest_of_a_folder_without_a_store_is_empty(tmp_path: Path) -> None:
     [("1.18.33", (1, 18, 33)), ("opencode 1.19.0\n", (1, 19, 0)), ("v2", None)],
 )
 def test_version_parsing(text: str, expected: tuple[int, int, int] | None) -> None:
-    assert agent.parse_version(text) == expected
+    assert parse_version(text) == expected
 
 
 @pytest.mark.parametrize("version", ["2.0.0", "1.17.9", "0.9.1", "not-a-version"])
@@ -394,7 +363,7 @@ def test_unsupported_versions_are_refused(tmp_path: Path, version: str) -> None:
     with pytest.raises(AgentVersionUnsupported) as caught:
         OpenCodeAdapter(binary=binary, models=["m"]).install(release(), target, ROUTING)
     assert "nothing was changed" in caught.value.message
-    assert caught.value.hint and agent.PINNED in caught.value.hint
+    assert caught.value.hint and BINARY.pinned in caught.value.hint
     assert not target.exists()
 
 

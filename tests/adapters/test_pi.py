@@ -23,6 +23,7 @@ from adapters.pi import (
     headless,
 )
 from adapters.pi import harvest as pi_harvest
+from tests.adapters.helpers import fake_agent, snapshot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pi"
 ROUTING = Routing(base_url="http://127.0.0.1:9", scenario="demo")  # nothing listens on :9
@@ -46,14 +47,6 @@ def release(number: int = 1, rule: str = "Run the tests first.", **extra: str) -
     return ReleaseToInstall("demo", number, files, f"sha256:{number}", latest=3)
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under root: file bytes, or None for a folder."""
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
-
-
 @pytest.fixture
 def adapter() -> PiAdapter:
     return PiAdapter(models=["m1", "m2"], discover_models=False)
@@ -69,12 +62,7 @@ def target(tmp_path: Path) -> Path:
 
 
 def fake_pi(tmp_path: Path, version_line: str, code: int = 0, to_stderr: bool = False) -> str:
-    script = tmp_path / "bin" / "pi"
-    script.parent.mkdir(exist_ok=True)
-    redirect = " >&2" if to_stderr else ""
-    script.write_text(f"#!/bin/sh\necho '{version_line}'{redirect}\nexit {code}\n")
-    script.chmod(0o755)
-    return str(script)
+    return fake_agent(tmp_path / "bin", "pi", version_line, code=code, to_stderr=to_stderr)
 
 
 # ----------------------------------------------------------------- render
@@ -305,12 +293,12 @@ def test_extension_named_reef_is_refused(adapter: PiAdapter, target: Path) -> No
 
 
 def test_missing_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(PiNotFound, match="does not exist") as caught:
+    with pytest.raises(PiNotFound, match="pi is not installed at ") as caught:
         PiAdapter(binary=str(tmp_path / "nope")).check_binary()
     assert caught.value.hint
     monkeypatch.setenv("REEF_TOOLS_BIN", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(PiNotFound, match="cannot find the `pi` binary") as caught:
+    with pytest.raises(PiNotFound, match="looked for `pi` in ") as caught:
         PiAdapter().check_binary()
     assert "install_agents.sh" in (caught.value.hint or "")
 
@@ -323,7 +311,7 @@ def test_unsupported_version(tmp_path: Path, line: str) -> None:
 
 
 def test_binary_that_does_not_answer_version(tmp_path: Path) -> None:
-    with pytest.raises(PiUnsupported, match="did not print a version"):
+    with pytest.raises(PiUnsupported, match=r"--version failed \(exit 1: 'node: too old'\)"):
         PiAdapter(binary=fake_pi(tmp_path, "node: too old", code=1)).check_binary()
 
 

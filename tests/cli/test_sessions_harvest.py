@@ -152,7 +152,7 @@ def test_corrupt_transcript_lines_are_skipped_and_counted(tmp_path: Path) -> Non
 
 
 def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
-    assert "unknown adapter 'codex'" in reef_fails("sessions", "harvest", "--adapter", "codex")
+    assert "unknown adapter 'vim'" in reef_fails("sessions", "harvest", "--adapter", "vim")
     missing = reef_fails("sessions", "harvest", "--adapter", "pi", "--target", str(tmp_path / "x"))
     assert "does not exist" in missing
     (tmp_path / "plain").mkdir()
@@ -171,3 +171,24 @@ def test_nothing_installed_is_not_an_error() -> None:
         "(no installs known: pass --target DIR)"
     )
     assert json.loads(reef("sessions", "list", "--json")) == []
+
+
+def test_a_folder_without_an_install_is_told_apart_by_its_agents_marks(tmp_path: Path) -> None:
+    from adapters.harvest_all import _guess_adapter
+
+    marks = {
+        "codex": ("config.toml", "sessions/"),
+        "opencode": ("opencode.jsonc",),
+        "pi": ("sessions/",),
+        "claude-code": ("projects/",),
+    }
+    for agent, paths in marks.items():
+        folder = tmp_path / agent
+        for rel in paths:
+            where = folder / rel
+            if rel.endswith("/"):
+                where.mkdir(parents=True, exist_ok=True)
+            else:
+                where.parent.mkdir(parents=True, exist_ok=True)
+                where.write_text("")
+        assert _guess_adapter(folder) == agent

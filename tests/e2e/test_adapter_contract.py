@@ -22,9 +22,9 @@ import pytest
 from adapters import _files, get
 from adapters._install import install_release, uninstall
 from adapters.base import Adapter, Gateway, Routing, Session, ToolCall, Transcript, Turn
-from reef_cli.core import tools
 from reef_cli.core.agents import NAMES
 from reef_cli.core.errors import GateBlocked, ReefError
+from tests.e2e import agent_rig
 from tests.e2e.conftest import (
     RULE_R1,
     RULE_R2,
@@ -51,20 +51,8 @@ FILE_MODE = 0o644
 DIR_MODE = 0o755
 
 
-def _missing(name: str) -> str | None:
-    binary = profile(name).binary
-    if tools.find(binary) is None:
-        return f"`{binary}` is not installed (scripts/install_agents.sh pins it in .tools/bin)"
-    return None
-
-
 AGENTS = [
-    pytest.param(
-        name,
-        marks=pytest.mark.skipif(_missing(name) is not None, reason=str(_missing(name))),
-        id=name,
-    )
-    for name in NAMES
+    pytest.param(name, marks=agent_rig.needs(profile(name).binary, name), id=name) for name in NAMES
 ]
 
 

@@ -6,16 +6,16 @@ fake model. Each claude run is bounded by a timeout; the file takes well under a
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapters._install import install_release, uninstall
-from adapters.base import Routing, Transcript
+from adapters.base import Transcript
 from adapters.claude_code import ClaudeCodeAdapter
-from reef_cli.core import installs, tools
+from reef_cli.core import installs
+from tests.e2e import agent_rig
 from tests.e2e.conftest import (
     RULE_R1,
     RULE_R2,
@@ -28,38 +28,21 @@ from tests.e2e.conftest import (
     tree_files,
 )
 
-CLAUDE = tools.find("claude")
-pytestmark = pytest.mark.skipif(
-    CLAUDE is None, reason="Claude Code binary not installed (run scripts/install_agents.sh)"
-)
+pytestmark = agent_rig.needs("claude", "Claude Code")
 RUN_TIMEOUT = 60
 CONTEXT_MARK = "Reef manages this Claude Code harness"
 
 
-class Rig:
-    """One person's machine: a temp HOME, a Claude Code folder, a project to work in."""
+class Rig(agent_rig.Rig):
+    """One person's machine with a Claude Code config dir."""
+
+    adapter: ClaudeCodeAdapter
 
     def __init__(self, tmp: Path, reef: ReefServer, scenario: str) -> None:
-        self.home = tmp / "home"
-        self.target = tmp / "claude-config"
-        self.work = tmp / "project"
-        for folder in (self.home, self.work):
-            folder.mkdir(parents=True, exist_ok=True)
-        self.reef = reef
-        self.routing = Routing(base_url=reef.url, scenario=scenario)
-        self.adapter = ClaudeCodeAdapter()
+        super().__init__(tmp, reef, ClaudeCodeAdapter(), "claude-config", scenario)
 
     def env(self) -> dict[str, str]:
-        return {
-            "PATH": os.environ["PATH"],
-            "HOME": str(self.home),
-            "REEF_HOME": str(self.reef.home),
-            "REEF_TOKEN": self.reef.token,
-            "LANG": "C.UTF-8",
-        }
-
-    def install(self, release: str) -> None:
-        install_release("claude-code", self.routing.scenario, self.routing, release, self.target)
+        return {**super().env(), "REEF_HOME": str(self.reef.home), "REEF_TOKEN": self.reef.token}
 
     def claude(self, prompt: str, *args: str) -> Transcript:
         done = self.adapter.run_installed(
@@ -257,23 +240,15 @@ def test_versions_work_after_the_recorded_reef_moved(
 ) -> None:
     """The real Claude Code runs the hooks: with the recorded venv gone, `reef` is found on
     PATH; with none anywhere, /versions is answered with what is wrong. No model call."""
-    import sys
-
     from reef_cli.core import launcher
 
-    real = Path(sys.executable).parent / "reef"
-    old = tmp_path / "old-venv" / "bin" / "reef"
-    old.parent.mkdir(parents=True)
-    old.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
-    old.chmod(0o755)
+    real, old = agent_rig.moved_reef(tmp_path)
     with monkeypatch.context() as patch:
         patch.setattr(launcher, "current_cli", lambda: str(old))
         rig.install("1")
     old.parent.parent.rename(tmp_path / "moved-venv")
     monkeypatch.setattr(launcher, "agent_env", dict)  # not via a wrapper: no $REEF_CLI
-    bare = os.pathsep.join(
-        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "reef").exists()
-    )
+    bare = agent_rig.path_without_reef()
     base_env = rig.env
 
     monkeypatch.setattr(rig, "env", lambda: {**base_env(), "PATH": f"{real.parent}:{bare}"})

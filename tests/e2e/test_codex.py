@@ -26,10 +26,11 @@ from typing import Any
 
 import pytest
 
-from adapters._install import install_release, uninstall
-from adapters.base import Gateway, Routing
+from adapters._install import uninstall
+from adapters.base import Gateway
 from adapters.codex import CodexAdapter
-from reef_cli.core import installs, tools
+from reef_cli.core import installs
+from tests.e2e import agent_rig
 from tests.e2e.conftest import (
     RULE_R1,
     RULE_R2,
@@ -42,10 +43,7 @@ from tests.e2e.conftest import (
 )
 from tests.fakes.upstream import Turn
 
-CODEX = tools.find("codex")
-pytestmark = pytest.mark.skipif(
-    CODEX is None, reason="Codex CLI binary not installed (run scripts/install_agents.sh)"
-)
+pytestmark = agent_rig.needs("codex", "the Codex CLI")
 RUN_TIMEOUT = 60
 CONTEXT_MARK = "Reef manages this Codex harness"
 PERSON_CONFIG = b"""# My Codex settings (person-config-c0de)
@@ -68,45 +66,24 @@ def shown(done: Any) -> str:
     return f"rc={done.returncode}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
 
 
-class Rig:
-    """One person's machine: a temp HOME, a CODEX_HOME with their own files, a project."""
+class Rig(agent_rig.Rig):
+    """One person's machine with a CODEX_HOME."""
 
     def __init__(self, tmp: Path, reef: ReefServer) -> None:
-        self.home = tmp / "home"
-        self.target = tmp / "codex-home"
-        self.work = tmp / "project"
-        for folder in (self.home, self.target, self.work):
-            folder.mkdir(parents=True, exist_ok=True)
-        self.reef = reef
-        self.routing = Routing(base_url=reef.url, scenario="e2e")
-        self.adapter = CodexAdapter()
+        super().__init__(tmp, reef, CodexAdapter(), "codex-home", "e2e")
 
-    def install(self, release: str) -> None:
-        install_release("codex", "e2e", self.routing, release, self.target)
+    def env(self) -> dict[str, str]:
+        # Codex links its helpers only outside the temp dir
+        return {**super().env(), "TMPDIR": str(self.home)}
 
     def command(self, argv: list[str]) -> tuple[list[str], dict[str, str]]:
         """What `reef-codex ARGV` runs: the wrapper's argv and environment."""
         command, extra = self.adapter.wrapper(self.target, self.routing, argv)
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(self.home),
-            "LANG": "C.UTF-8",
-            "TMPDIR": str(self.home),  # Codex links its helpers only outside the temp dir
-            **extra,
-        }
-        return command, env
+        return command, {**self.env(), **extra}
 
     def codex(self, prompt: str) -> tuple[subprocess.CompletedProcess[str], str]:
         command, env = self.command(["exec", "--skip-git-repo-check", prompt])
-        done = subprocess.run(
-            command,
-            cwd=self.work,
-            env=env,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=RUN_TIMEOUT,
-        )
+        done = agent_rig.run(command, self.work, env, RUN_TIMEOUT)
         assert done.returncode == 0, shown(done)
         return done, env["REEF_SESSION_ID"]
 
@@ -250,10 +227,7 @@ def test_versions_is_blocked_even_when_reef_is_gone(
 
     monkeypatch.setattr(launcher, "current_cli", lambda: str(tmp_path / "gone" / "reef"))
     rig.install("1")
-    bare = os.pathsep.join(
-        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "reef").exists()
-    )
-    monkeypatch.setenv("PATH", bare)
+    monkeypatch.setenv("PATH", agent_rig.path_without_reef())
     blocked, _ = rig.codex("$versions")
     assert "UserPromptSubmit Blocked" in blocked.stderr, shown(blocked)
     assert fake_model.inference() == [] and rig.reef.records() == []

@@ -11,7 +11,6 @@ installed release, no title call, and a sandboxed trial run reading an installed
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from adapters._install import install_release, uninstall
-from adapters.base import Gateway, Routing
+from adapters._install import uninstall
+from adapters.base import Gateway
 from adapters.opencode import OpenCodeAdapter
-from reef_cli.core import tools
+from tests.adapters.helpers import snapshot
+from tests.e2e import agent_rig
 from tests.e2e.conftest import (
     RULE_R1,
     RULE_R2,
@@ -35,63 +35,27 @@ from tests.e2e.conftest import (
 )
 from tests.fakes.upstream import Turn
 
-OPENCODE = tools.find("opencode")
-pytestmark = pytest.mark.skipif(
-    OPENCODE is None,
-    reason="opencode is not installed (scripts/install_agents.sh pins 1.18.33 in .tools/bin)",
-)
+pytestmark = agent_rig.needs("opencode", "opencode")
 RUN_TIMEOUT = 90
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "opencode"
 PERSON_RULE = "Answer in British English."  # in tests/fixtures/opencode/AGENTS.md
 ANSWER = "Bisect it first."
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
-
-
-class Rig:
-    """One person's machine: a temp HOME, their opencode config dir, a project."""
+class Rig(agent_rig.Rig):
+    """One person's machine with their own opencode config dir (from the fixtures)."""
 
     def __init__(self, tmp: Path, reef: ReefServer, scenario: str) -> None:
-        self.home = tmp / "home"
-        self.target = tmp / "opencode-config"
-        self.work = tmp / "project"
-        for folder in (self.home, self.target, self.work):
-            folder.mkdir(parents=True)
+        super().__init__(tmp, reef, OpenCodeAdapter(), "opencode-config", scenario)
         for name in ("opencode.jsonc", "AGENTS.md"):
             shutil.copy(FIXTURES / name, self.target / name)
         (self.work / "notes.txt").write_text("the notes say: bisect (notes-5d1a)\n")
-        self.reef = reef
-        self.routing = Routing(base_url=reef.url, scenario=scenario)
-        self.adapter = OpenCodeAdapter()
-
-    def install(self, release: str) -> None:
-        install_release("opencode", self.routing.scenario, self.routing, release, self.target)
 
     def opencode(self, *args: str, session: str | None = None) -> subprocess.CompletedProcess[str]:
-        argv, extra = self.adapter.wrapper(self.target, self.routing, list(args))
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(self.home),
-            "LANG": "C.UTF-8",
-            "REEF_TOKEN": self.reef.token,
-            **extra,
-        }
+        env = {**self.env(), "REEF_TOKEN": self.reef.token}
         if session is not None:
             env["REEF_SESSION_ID"] = session
-        return subprocess.run(
-            argv,
-            cwd=self.work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        return self.wrapped(list(args), env, RUN_TIMEOUT)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from adapters._install import install_release, uninstall
 from adapters.base import Routing
 from adapters.pi import PiAdapter, PiSession
 from adapters.pi.headless import QUIET_ENV
-from reef_cli.core import tools
+from tests.e2e import agent_rig
 from tests.e2e.conftest import (
     RULE_R1,
     RULE_R2,
@@ -34,14 +33,7 @@ from tests.e2e.conftest import (
 from tests.fakes.upstream import Turn
 
 TOOLS = [
-    pytest.param(
-        name,
-        marks=pytest.mark.skipif(
-            tools.find(name) is None,
-            reason=f"`{name}` is not installed (scripts/install_agents.sh)",
-        ),
-        id=name,
-    )
+    pytest.param(name, marks=agent_rig.needs(name, f"`{name}`"), id=name)
     for name in ("pi", "pi-0.73")
 ]
 RUN_TIMEOUT = 90
@@ -81,15 +73,7 @@ def _pi(
     *args: str,
 ) -> subprocess.CompletedProcess[str]:
     argv, extra = adapter.wrapper(sandbox["agent"], routing, list(args))
-    return subprocess.run(
-        argv,
-        cwd=sandbox["work"],
-        env={**_env(sandbox, reef), **extra},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        stdin=subprocess.DEVNULL,
-    )
+    return agent_rig.run(argv, sandbox["work"], {**_env(sandbox, reef), **extra}, RUN_TIMEOUT)
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -264,11 +248,7 @@ def test_versions_find_reef_at_run_time_when_the_recorded_one_moved(
     $REEF_CLI) and says so; with none at all it says that. Never a model call."""
     from reef_cli.core import launcher
 
-    real = Path(sys.executable).parent / "reef"
-    old = tmp_path / "old-venv" / "bin" / "reef"
-    old.parent.mkdir(parents=True)
-    old.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
-    old.chmod(0o755)
+    real, old = agent_rig.moved_reef(tmp_path)
     adapter = PiAdapter(tool=tool, models=["fake-model"])
     routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
     with monkeypatch.context() as patch:
@@ -276,22 +256,13 @@ def test_versions_find_reef_at_run_time_when_the_recorded_one_moved(
         install_release("pi", routing.scenario, routing, "1", sandbox["agent"])
     old.parent.parent.rename(tmp_path / "moved-venv")
 
-    bare = os.pathsep.join(
-        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "reef").exists()
-    )
+    bare = agent_rig.path_without_reef()
 
     def pi(path: str) -> subprocess.CompletedProcess[str]:
         argv, extra = adapter.wrapper(sandbox["agent"], routing, ["-p", "/versions"])
         extra.pop(launcher.CLI_ENV)  # not started by a wrapper: nothing says where reef is
-        return subprocess.run(
-            argv,
-            cwd=sandbox["work"],
-            env={**_env(sandbox, reef_server), **extra, "PATH": path},
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        env = {**_env(sandbox, reef_server), **extra, "PATH": path}
+        return agent_rig.run(argv, sandbox["work"], env, RUN_TIMEOUT)
 
     found = pi(f"{real.parent}{os.pathsep}{bare}")
     assert found.returncode == 0, found.stderr
