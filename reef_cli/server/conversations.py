@@ -36,21 +36,23 @@ def receipt_of(response_id: str) -> str | None:
 
 @dataclass(frozen=True)
 class Turn:
-    """One stored answer: the response it continued, and the items it added."""
+    """One stored answer: its request and response, as they were. The items it adds are
+    worked out only when a later request continues it (most answers are never
+    continued, so the response path does not pay for it)."""
 
     scenario: str
-    previous: str | None
-    items: tuple[dict[str, Any], ...]
+    request: dict[str, Any]
+    response: dict[str, Any]
 
+    @property
+    def previous(self) -> str | None:
+        previous = self.request.get("previous_response_id")
+        return previous if isinstance(previous, str) else None
 
-def turn_of(scenario: str, request: dict[str, Any], response: dict[str, Any]) -> Turn:
-    output = [item for item in response.get("output") or [] if isinstance(item, dict)]
-    previous = request.get("previous_response_id")
-    return Turn(
-        scenario,
-        previous if isinstance(previous, str) else None,
-        (*tr.input_items(request), *output),
-    )
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        output = [item for item in self.response.get("output") or [] if isinstance(item, dict)]
+        return [*tr.input_items(self.request), *output]
 
 
 def keeps(request: dict[str, Any]) -> bool:
@@ -117,4 +119,4 @@ class Conversations:
             or not keeps(record.request)
         ):
             return None
-        return turn_of(record.scenario, record.request, record.response)
+        return Turn(record.scenario, record.request, record.response)

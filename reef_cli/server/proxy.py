@@ -299,7 +299,7 @@ class Proxy:
         body = ex.request_json
         if answer is None or not conversations.keeps(body):
             return
-        turn = conversations.turn_of(ex.scenario, body, answer)
+        turn = conversations.Turn(ex.scenario, body, answer)
         weight = len(ex.request) if isinstance(ex.request, bytes) else 0
         self.conversations.remember(str(answer["id"]), turn, weight)
 

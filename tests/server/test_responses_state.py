@@ -209,12 +209,15 @@ def test_memory_keeps_recent_turns_within_its_bounds() -> None:
 
     memory = Conversations(None, size=3, max_bytes=250)
     item = {"type": "message", "role": "user", "content": "hi"}
+
+    def turn(previous: str | None) -> Turn:
+        return Turn("s", {"input": [item], "previous_response_id": previous}, {"output": []})
+
     for n in range(4):
-        previous = f"resp_{n - 1}" if n else None
-        memory.remember(f"resp_{n}", Turn("s", previous, (item,)), weight=100)
+        memory.remember(f"resp_{n}", turn(f"resp_{n - 1}" if n else None), weight=100)
     # 4 x 100 bytes > 250: only the last two are kept
     assert asyncio.run(memory.history("s", "resp_3")) is None  # resp_1 fell out
     assert asyncio.run(memory.history("s", "resp_0")) is None
-    memory.remember("resp_9", Turn("s", None, (item,)), weight=10)
+    memory.remember("resp_9", turn(None), weight=10)
     assert asyncio.run(memory.history("s", "resp_9")) == [item]
     assert asyncio.run(memory.history("other", "resp_9")) is None  # scoped to the scenario
