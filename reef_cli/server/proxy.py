@@ -489,10 +489,9 @@ class Proxy:
             self._chunk(ex, out)
             done = True
             ex.status = resp.status
-            if isinstance(tr, ChatToResponses | Chained):
-                final = tr.final if isinstance(tr, ChatToResponses) else tr.second.final
-                if final is not None and final.get("status") != "failed":
-                    self._keep(ex, final)
+            final = tr.final if isinstance(tr, ChatToResponses | Chained) else None
+            if final is not None and final.get("status") != "failed":
+                self._keep(ex, final)
             self._submit(ex)
             yield out
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError

@@ -230,6 +230,10 @@ class Chained:
         self.first = first
         self.second = second
 
+    @property
+    def final(self) -> dict[str, Any] | None:
+        return self.second.final
+
     def feed(self, event: str | None, data: str) -> bytes:
         return self._on(self.first.feed(event, data))
 
