@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from adapters._install import install_release
 from adapters.base import Adapter, Routing
-from reef_cli.core import tools
+from reef_cli.core import agents, tools
 from tests.e2e.conftest import ReefServer
 
 
@@ -23,6 +25,15 @@ def needs(tool: str, agent: str) -> pytest.MarkDecorator:
         tools.find(tool) is None,
         reason=f"{agent} is not installed (run scripts/install_agents.sh)",
     )
+
+
+def params(names: Iterable[str] = agents.NAMES) -> list[Any]:
+    """One ``pytest.param`` per agent of ``reef_cli.core.agents``, each skipped (with the
+    reason shown) where its pinned binary is missing: for tests parametrised by agent."""
+    return [
+        pytest.param(name, marks=needs(agents.get(name).binary, agents.get(name).label), id=name)
+        for name in names
+    ]
 
 
 def run(

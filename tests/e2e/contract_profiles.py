@@ -1,6 +1,6 @@
 """What the adapter contract (tests/e2e/test_adapter_contract.py) needs to know per agent.
 
-One ``Profile`` a row: the agent's binary, the config file Reef merges into (with a
+One ``Profile`` a row (its binary is the agents table's): the config file Reef merges into (with a
 person's own settings, a corrupt version, an edit a person makes later and how to tell
 Reef's part in it), the instructions file holding Reef's marked section, where a person
 keeps their own skills and commands, and the agent's file-reading tool (the sandbox test
@@ -30,7 +30,6 @@ PERSON_EDIT = "person-edit-after-install-3c9d"
 @dataclass(frozen=True)
 class Profile:
     name: str  # the adapter name (reef_cli.core.agents)
-    binary: str  # what reef_cli.core.tools.find looks for
     config: str  # the agent's own config file, relative to the target
     config_format: str  # "json", "jsonc" (comments allowed) or "toml"
     person_config: bytes  # the person's config, as they wrote it
@@ -135,7 +134,6 @@ OPENCODE_CONFIG = b"""{
 PROFILES: dict[str, Profile] = {
     "pi": Profile(
         name="pi",
-        binary="pi",
         config="models.json",
         config_format="json",
         person_config=PI_MODELS,
@@ -149,7 +147,6 @@ PROFILES: dict[str, Profile] = {
     ),
     "claude-code": Profile(
         name="claude-code",
-        binary="claude",
         config="settings.json",
         config_format="json",
         person_config=CLAUDE_SETTINGS,
@@ -163,7 +160,6 @@ PROFILES: dict[str, Profile] = {
     ),
     "codex": Profile(
         name="codex",
-        binary="codex",
         config="config.toml",
         config_format="toml",
         person_config=CODEX_CONFIG,
@@ -177,7 +173,6 @@ PROFILES: dict[str, Profile] = {
     ),
     "opencode": Profile(
         name="opencode",
-        binary="opencode",
         config="opencode.jsonc",
         config_format="jsonc",
         person_config=OPENCODE_CONFIG,

@@ -51,9 +51,7 @@ FILE_MODE = 0o644
 DIR_MODE = 0o755
 
 
-AGENTS = [
-    pytest.param(name, marks=agent_rig.needs(profile(name).binary, name), id=name) for name in NAMES
-]
+AGENTS = agent_rig.params(NAMES)
 
 
 # ----------------------------------------------------------------- helpers

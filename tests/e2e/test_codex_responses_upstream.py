@@ -12,14 +12,12 @@ import pytest
 
 from adapters import get
 from adapters.base import Gateway
-from reef_cli.core import tools
+from tests.e2e import agent_rig
 from tests.e2e.conftest import RULE_R1, SCENARIO, TOKEN, ReefServer, tree_files
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream, Turn
 
-pytestmark = pytest.mark.skipif(
-    tools.find("codex") is None, reason="codex is not installed (scripts/install_agents.sh)"
-)
+pytestmark = agent_rig.needs("codex", "the Codex CLI")
 
 
 @pytest.fixture

@@ -17,29 +17,23 @@ from pathlib import Path
 import pytest
 
 from recipes import engine
-from reef_cli.core import agents, quality, scenarios, tools
+from reef_cli.core import agents, quality, scenarios
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import RecordStore
 from reef_cli.core.tree import starter_tree
+from tests.e2e import agent_rig
 from tests.fakes.scripted import Scripted, draft_json
 from tests.fakes.upstream import Turn
 
-pytestmark = pytest.mark.skipif(
-    tools.find("pi") is None, reason="pi is not installed (scripts/install_agents.sh installs it)"
-)
+pytestmark = agent_rig.needs("pi", "pi")  # the recipe's default agent
 ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
 MARKER = "reef-e2e-7c1d"
 REPO = Path(__file__).resolve().parents[2]
 
 
-AGENTS = {agent.name: agent.binary for agent in agents.AGENTS}  # every adapter Reef has
-
-
-@pytest.mark.parametrize("adapter", list(AGENTS))
+@pytest.mark.parametrize("adapter", agent_rig.params())  # every adapter Reef has
 def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adapter: str) -> None:
-    if tools.find(AGENTS[adapter]) is None:
-        pytest.skip(f"{AGENTS[adapter]} is not installed (scripts/install_agents.sh installs it)")
     scenario = scenarios.create("demo")
     publish_files("demo", starter_tree().files(), reason="start")
     scripted.push(draft_json())  # the draft; the agent's own request then gets the default answer
@@ -104,13 +98,11 @@ WHERE_RULES_GO = {
 ROOT_CAUSE = "always explain the root cause first"
 
 
-@pytest.mark.parametrize("adapter", list(WRAPPERS))
+@pytest.mark.parametrize("adapter", agent_rig.params())
 def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
     scripted: Scripted, reef_home: Path, adapter: str
 ) -> None:
     """`reef-claude evolve "…" --yes --wait` trials on Claude Code, `reef-pi` on pi."""
-    if tools.find(AGENTS[adapter]) is None:
-        pytest.skip(f"{AGENTS[adapter]} is not installed (scripts/install_agents.sh installs it)")
     env = {
         **os.environ,
         "REEF_MODEL": "openai/scripted",
@@ -160,9 +152,7 @@ def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
         )
 
 
-@pytest.mark.skipif(
-    tools.find("codex") is None, reason="codex is not installed (install_agents.sh)"
-)
+@agent_rig.needs("codex", "the Codex CLI")
 def test_reef_evolve_adapter_codex_publishes_a_release_whose_trial_names_codex(
     scripted: Scripted, reef_home: Path
 ) -> None:

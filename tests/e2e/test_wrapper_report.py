@@ -24,19 +24,16 @@ import pytest
 from adapters.claude_code import ClaudeCodeAdapter
 from adapters.pi import PiAdapter
 from adapters.pi.headless import QUIET_ENV
-from reef_cli.core import serve_process, tools
+from reef_cli.core import serve_process
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import list_reports
+from tests.e2e import agent_rig
 from tests.e2e.conftest import RULE_R1, FakeModel, tree_files
 from tests.fakes.upstream import Turn
 
-needs_pi = pytest.mark.skipif(
-    tools.find("pi") is None, reason="`pi` is not installed (scripts/install_agents.sh)"
-)
-needs_claude = pytest.mark.skipif(
-    tools.find("claude") is None, reason="`claude` is not installed (scripts/install_agents.sh)"
-)
+needs_pi = agent_rig.needs("pi", "pi")
+needs_claude = agent_rig.needs("claude", "Claude Code")
 SCENARIO = "wrapped"
 TIMEOUT = 120
 BIN = Path(sys.executable).parent  # where the venv's reef-pi console script lives
@@ -249,17 +246,13 @@ HEADLESS = {
 }
 
 
-@pytest.mark.parametrize("agent", list(HEADLESS))
+@pytest.mark.parametrize("agent", agent_rig.params(HEADLESS))
 def test_the_newer_wrappers_run_report_and_say_an_update_waits(
     wrapper_env: dict[str, str], fake_model: FakeModel, reef_home: Path, tmp_path: Path, agent: str
 ) -> None:
     """`reef-codex` / `reef-opencode`: a run through the background serve, the next run
     told that a newer release waits (opencode: the wrapper's line; Codex: its SessionStart
     hook, in the model's context), then `report` scores that last session's receipts."""
-    from reef_cli.core import agents
-
-    if tools.find(agents.get(agent).binary) is None:
-        pytest.skip(f"`{agents.get(agent).binary}` is not installed (scripts/install_agents.sh)")
     wrapper, argv = HEADLESS[agent]
     work = tmp_path / "work"
     fake_model.push(Turn(text="First answer."))
