@@ -82,15 +82,14 @@ def error_event(dialect: str, status: int, message: str) -> bytes:
 
 
 def previous_not_found(response_id: str) -> Response:
-    body = {
-        "error": {
-            "message": f"Previous response with id {response_id!r} not found: it is unknown "
-            "to this scenario, or was sent with `store: false`",
-            "type": "invalid_request_error",
-            "param": "previous_response_id",
-            "code": "previous_response_not_found",
-        }
-    }
+    body = translate_response.error_body(
+        "responses",
+        404,
+        f"Previous response with id {response_id!r} not found: it is unknown to this "
+        "scenario, or was sent with `store: false`",
+        param="previous_response_id",
+        code="previous_response_not_found",
+    )
     return Response(json.dumps(body).encode(), 404, media_type=JSON)
 
 
@@ -252,12 +251,12 @@ class Proxy:
         return await self._inference(request, "responses")
 
     async def _payload(
-        self, dialect: str, raw: bytes, body: dict[str, Any], scenario: str
+        self, dialect: str, raw: bytes, body: dict[str, Any], scenario: str, same: bool
     ) -> bytes | Response:
         """The upstream's request body: the client's bytes when the upstream speaks its
-        dialect, else translated (Responses: via chat, its history prepended)."""
+        dialect (``same``), else translated (Responses: via chat, its history prepended)."""
         up = self.upstream
-        if up.speaks(dialect):
+        if same:
             if up.model and body.get("model") != up.model:
                 return _dumps({**body, "model": up.model})
             return raw
@@ -327,7 +326,7 @@ class Proxy:
         release, note = chain.credit(request.headers.get(receipts.RELEASE_HEADER))
         up = self.upstream
         same = up.speaks(dialect)
-        payload = await self._payload(dialect, raw, body, scenario)
+        payload = await self._payload(dialect, raw, body, scenario, same)
         if isinstance(payload, Response):
             return payload
         query = request.url.query if same and dialect == "anthropic" else ""

@@ -126,8 +126,17 @@ def anthropic_to_openai(resp: dict[str, Any], model: str | None = None) -> dict[
 # ---------------------------------------------------------------- errors
 
 
-def error_body(dialect: str, status: int, message: str, kind: str | None = None) -> dict[str, Any]:
-    """A provider-shaped error body for ``dialect``."""
+def error_body(
+    dialect: str,
+    status: int,
+    message: str,
+    kind: str | None = None,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
+    """A provider-shaped error body for ``dialect``; OpenAI's (chat and Responses) may
+    name the ``param`` at fault and a ``code`` (default: the status)."""
     if dialect == "anthropic":
         return {
             "type": "error",
@@ -137,8 +146,8 @@ def error_body(dialect: str, status: int, message: str, kind: str | None = None)
         "error": {
             "message": message,
             "type": kind or ("invalid_request_error" if status < 500 else "upstream_error"),
-            "param": None,
-            "code": status,
+            "param": param,
+            "code": status if code is None else code,
         }
     }
 
