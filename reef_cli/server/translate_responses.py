@@ -359,13 +359,3 @@ def from_chat(chat: dict[str, Any], request: dict[str, Any], response_id: str) -
         created_at=chat.get("created") if isinstance(chat.get("created"), int) else None,
         finish=finish,
     )
-
-
-def conversation_after(
-    history: list[dict[str, Any]], request: dict[str, Any], response: dict[str, Any]
-) -> list[dict[str, Any]]:
-    """The items a later ``previous_response_id`` to ``response`` continues from: the
-    history, this request's input and this response's output (not the instructions:
-    the API does not carry them over either)."""
-    output = [item for item in response.get("output") or [] if isinstance(item, dict)]
-    return [*history, *input_items(request), *output]
