@@ -13,20 +13,7 @@ from reef_cli.core.reports import ReportIn, save_report
 from reef_cli.server.config import LearningConfig
 from reef_cli.server.learning import LiveLoop
 from tests.cli.helpers import reef, reef_fails, reef_json
-
-
-class Keep:
-    """A JobRunner that only keeps the jobs it is handed."""
-
-    def __init__(self) -> None:
-        self.jobs: list[jobs.Job] = []
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def submit(self, job: jobs.Job) -> None:
-        self.jobs.append(job)
+from tests.fakes.jobs import KeptJobs
 
 
 def seed(scenario: str, session: str, score: float | None, release: int = 1) -> str:
@@ -79,7 +66,7 @@ def test_after_a_check_it_shows_the_run_the_counts_and_the_next_trigger(
     for name in ("s1", "s2"):
         seed("demo", name, 1.0)
     config = LearningConfig(recipe="skillclaw", batch_size=2, min_interval_s=3600)
-    runner = Keep()
+    runner = KeptJobs()
     loop = LiveLoop(config, RecordStore(), runner)
     state = loop.check("demo")  # one poll, run here: no thread, no clock
     [job] = runner.jobs
@@ -117,7 +104,7 @@ def test_max_staleness_from_the_last_check_applies_to_the_fresh_count() -> None:
     seed("demo", "old", 1.0, release=1)  # 4 - 1 = 3 > 1
     seed("demo", "new", 1.0, release=4)
     loop = LiveLoop(
-        LearningConfig(recipe="gepa", max_staleness=1, batch_size=5), RecordStore(), Keep()
+        LearningConfig(recipe="gepa", max_staleness=1, batch_size=5), RecordStore(), KeptJobs()
     )
     loop.check("demo")
     data = reef_json("scenario", "status", "demo")

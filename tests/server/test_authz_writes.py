@@ -27,6 +27,7 @@ from reef_cli.core import scenarios
 from reef_cli.server.app import create_app
 from reef_cli.server.config import ServeConfig
 from reef_cli.server.receipts import RECORD_HEADER
+from tests.fakes.jobs import KeptJobs
 from tests.server.conftest import LIMITED, TOKEN, Stack
 
 MAIN = {"authorization": f"Bearer {TOKEN}"}
@@ -212,20 +213,6 @@ def snapshot(stack: Stack) -> Snapshot:
     return Snapshot(_tables(stack.home / "records.sqlite3"), _refs(stack.home), _files(stack.home))
 
 
-class FakeJobs:
-    """Takes submitted jobs and runs none (the job file is the write we look for)."""
-
-    def __init__(self) -> None:
-        self.submitted: list[Any] = []
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def submit(self, job: Any) -> None:
-        self.submitted.append(job)
-
-
 def _receipt(stack: Stack, scenario: str) -> str:
     r = httpx.post(stack.url + "/v1/chat/completions", json=CHAT, headers={**MAIN, **on(scenario)})
     assert r.status_code == 200, r.text
@@ -235,7 +222,7 @@ def _receipt(stack: Stack, scenario: str) -> str:
 @pytest.fixture
 def setup(make_stack: Callable[..., Stack]) -> tuple[Stack, Setup]:
     stack = make_stack("openai")
-    stack.app.state.jobs = FakeJobs()
+    stack.app.state.jobs = KeptJobs()  # runs none: the job file is the write we look for
     for name in ("team-a", "team-b"):
         chain = scenarios.create(name, "d").chain()
         chain.publish({"rules/a.md": "one\n"})

@@ -13,25 +13,10 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from reef_cli.core import scenarios
-from reef_cli.core.jobs import Job
+from tests.fakes.jobs import KeptJobs
 from tests.server.conftest import TOKEN
 
 RESPONSES = "POST /v1/responses"
-
-
-class QueueOnly:
-    """A job runner that only takes jobs: with none, `POST /reef/evolve` answers its
-    documented 503 ("this server runs no jobs"), which is not what this run looks for."""
-
-    def __init__(self) -> None:
-        self.jobs: list[Job] = []
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def submit(self, job: Job) -> None:
-        self.jobs.append(job)
 
 
 def drive(stack, operations, max_examples: int = 40) -> dict[str, set[int]]:
@@ -70,7 +55,9 @@ def operations_of(stack):
 
 def test_no_server_errors(make_stack):
     stack = make_stack("openai")
-    stack.app.state.jobs = QueueOnly()  # read per request: /reef/evolve queues
+    # read per request: /reef/evolve queues a job (with no runner it answers its
+    # documented 503, "this server runs no jobs", which is not what this run looks for)
+    stack.app.state.jobs = KeptJobs()
     chain = scenarios.create("web").chain()  # something for generated requests to find
     chain.publish({"rules/a.md": "one\n"})
     chain.publish({"rules/a.md": "two\n"})
