@@ -8,25 +8,23 @@ from pathlib import Path
 
 from reef_cli.core import jobs, scenarios
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import Record, RecordStore, new_receipt
+from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import ReportIn, save_report
 from reef_cli.server.config import LearningConfig
 from reef_cli.server.learning import LiveLoop
 from tests.cli.helpers import reef, reef_fails, reef_json
 from tests.fakes.jobs import KeptJobs
+from tests.fakes.records import chat_answer, chat_record
 
 
 def seed(scenario: str, session: str, score: float | None, release: int = 1) -> str:
     store = RecordStore()
-    record = Record(
-        id=new_receipt(),
-        scenario=scenario,
-        client_dialect="openai",
-        upstream_dialect="openai",
+    record = chat_record(
+        scenario,
+        {"messages": [{"role": "user", "content": f"{session}: fix the bug"}]},
+        chat_answer("Fixed."),
         session_id=session,
         release_id=release,
-        request={"messages": [{"role": "user", "content": f"{session}: fix the bug"}]},
-        response={"choices": [{"message": {"role": "assistant", "content": "Fixed."}}]},
     )
     store.insert_many([record])
     if score is not None:

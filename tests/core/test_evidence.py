@@ -21,6 +21,7 @@ from reef_cli.core.evidence import (
 )
 from reef_cli.core.records import HarvestedSession, Record, RecordStore, new_receipt
 from reef_cli.core.reports import ReportIn, save_report
+from tests.fakes.records import chat_answer, chat_record
 
 RNG = random.Random(20250611)
 
@@ -51,15 +52,12 @@ def record(
 ) -> Record:
     messages = [{"role": "system", "content": "HARNESS TEXT"}, *(history or [])]
     messages.append({"role": "user", "content": ask})
-    return Record(
-        id=new_receipt(),
-        scenario=scenario,
-        client_dialect="openai",
-        upstream_dialect="openai",
+    return chat_record(
+        scenario,
+        {"model": "m", "messages": messages},
+        chat_answer(answer),
         session_id=session,
         release_id=release,
-        request={"model": "m", "messages": messages},
-        response={"choices": [{"message": {"role": "assistant", "content": answer}}]},
         created_at=stamp(),
         state=state,
     )

@@ -32,10 +32,11 @@ from reef_cli.core.errors import OptionInvalid
 from reef_cli.core.evidence import Mark, SessionEvidence, Turn
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import HarvestedSession, Record, RecordStore, new_receipt
+from reef_cli.core.records import HarvestedSession, RecordStore
 from reef_cli.core.reports import ReportIn, save_report
 from reef_cli.core.tree import parse_files, starter_tree
 from tests.cli.helpers import runner
+from tests.fakes.records import chat_answer, chat_record
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream
 from tests.fakes.upstream import Turn as Reply
@@ -128,15 +129,12 @@ def seed_session(
 ) -> list[str]:
     """One session: a record, its harvested transcript and a report; its receipts."""
     store = RecordStore()
-    rec = Record(
-        id=new_receipt(),
-        scenario=scenario,
-        client_dialect="openai",
-        upstream_dialect="openai",
+    rec = chat_record(
+        scenario,
+        {"messages": [{"role": "user", "content": ask}]},
+        chat_answer(answer),
         session_id=sid,
         release_id=1,
-        request={"messages": [{"role": "user", "content": ask}]},
-        response={"choices": [{"message": {"role": "assistant", "content": answer}}]},
     )
     store.insert_many([rec])
     store.upsert_harvested(

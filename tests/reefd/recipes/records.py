@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reef_cli.core.records import Record, RecordStore, new_receipt
+from reef_cli.core.records import Record, RecordStore
 from reef_cli.core.reports import ReportIn, save_report
+from tests.fakes.records import chat_answer, chat_record
 
 SCENARIO = "weights"
 
@@ -15,16 +16,7 @@ def chat(messages: list[dict[str, Any]], *, stream: bool = False) -> dict[str, A
 
 
 def answer(text: str, finish: str = "stop") -> dict[str, Any]:
-    return {
-        "object": "chat.completion",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": finish,
-            }
-        ],
-    }
+    return chat_answer(text, finish)
 
 
 def put(
@@ -43,15 +35,12 @@ def put(
     logprobs: list[float] | None = None,
     scenario: str = SCENARIO,
 ) -> Record:
-    record = Record(
-        id=new_receipt(),
-        scenario=scenario,
-        client_dialect="openai",
-        upstream_dialect="openai",
+    record = chat_record(
+        scenario,
+        chat(messages or [{"role": "user", "content": "hi"}], stream=stream),
+        None if state == "streaming" else answer(reply),
         session_id=session,
         stream=stream,
-        request=chat(messages or [{"role": "user", "content": "hi"}], stream=stream),
-        response=None if state == "streaming" else answer(reply),
         status=None if state == "streaming" else status,
         created_at=at,
         state=state,
