@@ -31,6 +31,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+# A stall test's ``read_timeout`` and the stall that outlasts it. The margin matters: the
+# same timeout governs the normal requests such a test sends afterwards, and a loaded CI
+# machine (a garbage collection in a process holding torch) can pause one by half a second.
+SHORT_READ_TIMEOUT = 1.5
+STALL = 3 * SHORT_READ_TIMEOUT
+
 
 @dataclass
 class Turn:

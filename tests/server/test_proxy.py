@@ -10,7 +10,7 @@ import pytest
 
 from reef_cli.core import scenarios
 from reef_cli.server.receipts import RECORD_HEADER, RELEASE_HEADER
-from tests.fakes.upstream import FakeUpstream, Turn
+from tests.fakes.upstream import SHORT_READ_TIMEOUT, STALL, FakeUpstream, Turn
 from tests.server.conftest import LIMITED, TOKEN
 
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -77,7 +77,7 @@ def test_bad_input_never_reaches_upstream(make_stack):
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
 def test_upstream_errors_pass_through_and_are_recorded(make_stack, dialect):
-    stack = make_stack(dialect, read_timeout=0.5)
+    stack = make_stack(dialect, read_timeout=SHORT_READ_TIMEOUT)
     stack.fake.push(Turn(status=429, error="slow down"))
     r = post(stack, "/v1/chat/completions", CHAT)
     assert r.status_code == 429 and r.json()["error"]["message"] == "slow down"
@@ -86,7 +86,7 @@ def test_upstream_errors_pass_through_and_are_recorded(make_stack, dialect):
     r = post(stack, "/v1/messages", MSG)
     assert r.status_code == 500 and r.json()["type"] == "error"
     assert r.json()["error"]["message"] == "boom"
-    stack.fake.push(Turn(stall=2))
+    stack.fake.push(Turn(stall=STALL))
     r = post(stack, "/v1/chat/completions", CHAT)
     assert r.status_code == 504 and "did not answer" in r.json()["error"]["message"]
     stack.flush()
@@ -107,8 +107,8 @@ def test_unreachable_upstream_is_502(make_stack, home):
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
 def test_mid_stream_drop_and_stall_end_cleanly(make_stack, dialect):
-    stack = make_stack(dialect, read_timeout=0.5)
-    for turn, status in ((Turn(drop_after=3), 502), (Turn(stall_mid=2), 504)):
+    stack = make_stack(dialect, read_timeout=SHORT_READ_TIMEOUT)
+    for turn, status in ((Turn(drop_after=3), 502), (Turn(stall_mid=STALL), 504)):
         for path, body in (("/v1/chat/completions", CHAT), ("/v1/messages", MSG)):
             stack.fake.push(turn)
             with httpx.stream(

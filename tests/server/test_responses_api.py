@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from reef_cli.server.receipts import RECORD_HEADER, RELEASE_HEADER
-from tests.fakes.upstream import FakeUpstream, Turn
+from tests.fakes.upstream import SHORT_READ_TIMEOUT, STALL, FakeUpstream, Turn
 from tests.server.conftest import LIMITED, TOKEN
 
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -399,14 +399,14 @@ def test_responses_upstream_model_override(make_stack):
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_upstream_errors_keep_their_status_and_are_recorded(make_stack, mode):
-    stack = stack_for(make_stack, mode, read_timeout=0.5)
+    stack = stack_for(make_stack, mode, read_timeout=SHORT_READ_TIMEOUT)
     stack.fake.push(Turn(status=429, error="slow down"))
     r = post(stack, SIMPLE)
     assert assert_error_shape(r, 429)["message"] == "slow down"
     limited = r.headers[RECORD_HEADER]
     stack.fake.push(Turn(status=500, error="boom"))
     assert assert_error_shape(post(stack, SIMPLE), 500)["message"] == "boom"
-    stack.fake.push(Turn(stall=2))
+    stack.fake.push(Turn(stall=STALL))
     r = post(stack, SIMPLE)
     assert "did not answer" in assert_error_shape(r, 504)["message"]
     stalled = r.headers[RECORD_HEADER]

@@ -15,7 +15,7 @@ import pytest
 from reef_cli.core import scenarios
 from reef_cli.server import sse
 from reef_cli.server.receipts import RECORD_HEADER, RELEASE_HEADER
-from tests.fakes.upstream import Turn
+from tests.fakes.upstream import SHORT_READ_TIMEOUT, STALL, Turn
 from tests.server.test_responses_api import (
     AUTH,
     MODES,
@@ -242,9 +242,11 @@ def test_record_of_a_stream(make_stack, mode):
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize(("turn", "status"), [(Turn(drop_after=4), 502), (Turn(stall_mid=2), 504)])
+@pytest.mark.parametrize(
+    ("turn", "status"), [(Turn(drop_after=4), 502), (Turn(stall_mid=STALL), 504)]
+)
 def test_upstream_failure_mid_stream(make_stack, mode, turn, status):
-    stack = stack_for(make_stack, mode, read_timeout=0.5)
+    stack = stack_for(make_stack, mode, read_timeout=SHORT_READ_TIMEOUT)
     stack.fake.push(turn)
     r, events = stream(stack, STREAM)
     check_framing(events)
