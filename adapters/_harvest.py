@@ -104,12 +104,13 @@ def record_store(store: Any = None) -> Iterator[Any]:
     if store is not None:
         yield store
         return
-    from reef_cli.core.records import RecordStore, db_path
+    from reef_cli.core.records import db_path
+    from reef_cli.core.store import database_url, open_store
 
-    if not db_path().exists():
+    if not database_url() and not db_path().exists():
         yield None
         return
-    opened = RecordStore()
+    opened = open_store()
     try:
         yield opened
     finally:

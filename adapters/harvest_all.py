@@ -21,7 +21,8 @@ from typing import Any
 from adapters.base import Session
 from reef_cli.core.agents import NAMES
 from reef_cli.core.errors import ReefError
-from reef_cli.core.records import HarvestedSession, RecordStore
+from reef_cli.core.records import HarvestedSession
+from reef_cli.core.store import Store, open_store
 
 
 @dataclass
@@ -178,7 +179,7 @@ def to_row(session: Session) -> HarvestedSession:
 
 
 def harvest_target(
-    adapter: str, target: Path, since: datetime | None, store: RecordStore
+    adapter: str, target: Path, since: datetime | None, store: Store
 ) -> TargetResult:
     """Harvest one folder into ``store``; errors reading it end up in ``.error``."""
     import adapters
@@ -202,7 +203,7 @@ def harvest(
     adapter: str | None = None,
     target: Path | None = None,
     since: datetime | None = None,
-    store: RecordStore | None = None,
+    store: Store | None = None,
 ) -> HarvestResult:
     """Harvest ``target`` (with ``adapter`` or the one installed there), or every known
     target (of ``adapter`` if given). Unknown adapter / missing target: ReefError."""
@@ -218,7 +219,7 @@ def harvest(
     else:
         plan = targets(name)
     own = store is None
-    store = store or RecordStore()
+    store = store or open_store()
     try:
         result = HarvestResult()
         for agent, where in plan:
@@ -237,9 +238,7 @@ def harvest(
 # ---------------------------------------------------------------- reading back
 
 
-def overview(
-    store: RecordStore, scenario: str | None = None, limit: int = 20
-) -> list[dict[str, Any]]:
+def overview(store: Store, scenario: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
     """Recent sessions, newest first: record sessions and harvested transcripts joined on
     the session id the records carry. ``has_records`` / ``harvested`` say which is which."""
     rows: dict[str, dict[str, Any]] = {}
@@ -312,7 +311,7 @@ def summary(item: HarvestedSession) -> dict[str, Any]:
     }
 
 
-def detail(store: RecordStore, session_id: str) -> tuple[list[Any], list[HarvestedSession]]:
+def detail(store: Store, session_id: str) -> tuple[list[Any], list[HarvestedSession]]:
     """The records of ``session_id`` (oldest first) and its harvested transcripts; the id
     may be the records' session id or an agent's own (pi's transcript id)."""
     transcripts = store.harvested(session_id=session_id)

@@ -35,8 +35,9 @@ from reef_cli.core import paths, scenarios
 from reef_cli.core.errors import ConfigError, EngineError, ReefError, ServeError
 from reef_cli.core.evaluation import Outcome
 from reef_cli.core.fsutil import atomic_write_text, read_json_object, stat_key
-from reef_cli.core.records import RecordStore, now_iso
+from reef_cli.core.records import now_iso
 from reef_cli.core.releases import WEIGHTS_REF
+from reef_cli.core.store import open_store
 from reef_cli.core.weight_version import WeightVersion
 from reefd import state
 from reefd.config import ReefdConfig
@@ -111,7 +112,7 @@ class Daemon:
         scenario = scenarios.get_or_create(cfg.scenario)
         self.scenario_dir = scenario.path
         self.chain = WeightChain(scenario.chain_dir)
-        self.store = RecordStore()
+        self.store = open_store()
         self.work_dir = paths.ensure_private_dir(paths.state_dir() / "reefd" / cfg.scenario)
         self.progress_file = self.work_dir / "progress.json"
         self.consumed, recipe_state = self._read_progress()

@@ -4,12 +4,14 @@ memory would pick (tests that check the choice itself unset it)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fakes.postgres import PostgresCluster, PostgresMissing
 from tests.fakes.scripted import Scripted
 
 
@@ -33,3 +35,32 @@ def scripted() -> Iterator[Scripted]:
         yield model
     finally:
         model.server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL cluster for the whole run (tests/fakes/postgres.py), started
+    on first use. Missing PostgreSQL skips the test, except under CI, where it fails."""
+    try:
+        import psycopg  # noqa: F401
+
+        cluster = PostgresCluster.start()
+    except (PostgresMissing, ImportError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc}: install PostgreSQL (./install.sh --dev)", pytrace=False)
+        pytest.skip(f"{exc} (fix: ./install.sh --dev)")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+_databases = itertools.count(1)
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresCluster) -> Iterator[str]:
+    """A fresh, empty database on the session's cluster, dropped after the test."""
+    name = f"test_{next(_databases)}"
+    yield postgres.create_database(name)
+    postgres.drop_database(name)

@@ -29,7 +29,7 @@ from reef_cli.core import scenarios
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import OptionInvalid, StateError
 from reef_cli.core.evidence import Mark, SessionEvidence, collect
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store import open_store
 
 MARK_NAME = "skillclaw"  # scenarios/<S>/skillclaw.json
 CONSUMED = ("published", "pending", "rejected")  # the ends after which the batch is spent
@@ -101,7 +101,7 @@ class SkillClaw:
 
     def __init__(self, options: SkillClawOptions | None = None) -> None:
         self.options = options or SkillClawOptions()
-        self._mark_dir: Any = None  # the scenario's folder, once a batch was read
+        self._mark_dir: str | None = None  # the scenario, once a batch was read
         self._read: list[SessionEvidence] = []
         self._held: set[str] = set()  # read, but not consumed: waiting on a judge, deferred
 
@@ -125,23 +125,26 @@ class SkillClaw:
         consumed = [s for s in self._read if s.key not in self._held]
         if not consumed:
             return
+        store = open_store()
         try:
-            Mark.load(self._mark_dir, MARK_NAME).advance(consumed)
+            Mark.load(store, self._mark_dir, MARK_NAME).advance(consumed)
         except OSError as exc:
             raise StateError(f"cannot write the skillclaw mark: {exc.strerror}") from exc
+        finally:
+            store.close()
 
     # ------------------------------------------------------------ propose
 
     def propose(self, ctx: Context) -> list[Candidate]:
-        folder = scenarios.get(ctx.scenario).path
-        store = RecordStore()
+        scenarios.get(ctx.scenario)  # an unknown scenario fails here, before any read
+        store = open_store()
         try:
             sessions = collect(store, ctx.scenario)
+            new = Mark.load(store, ctx.scenario, MARK_NAME).new(sessions)
         finally:
             store.close()
-        new = Mark.load(folder, MARK_NAME).new(sessions)
         batch = new[: self.options.batch_limit]
-        self._mark_dir, self._read = folder, batch
+        self._mark_dir, self._read = ctx.scenario, batch
         notes: dict[str, Any] = {
             "sessions": [s.key for s in batch],
             "receipts": {s.key: s.receipts for s in batch},

@@ -20,10 +20,10 @@ def report(
     import json
 
     from reef_cli.core.errors import ReefError
-    from reef_cli.core.records import RecordStore
     from reef_cli.core.reports import parse_report, save_report
+    from reef_cli.core.store import open_store
 
-    store = RecordStore()
+    store = open_store()
     refs = list(receipt or [])
     if last:
         newest = store.latest(scenario)

@@ -26,9 +26,9 @@ def list_sessions(
     from rich.table import Table
 
     from adapters.harvest_all import overview
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store import open_store
 
-    rows = overview(RecordStore(), scenario=scenario, limit=limit)
+    rows = overview(open_store(), scenario=scenario, limit=limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -65,9 +65,9 @@ def show(
 
     from adapters.harvest_all import detail, summary
     from reef_cli.core.errors import ReefError
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store import open_store
 
-    records, transcripts = detail(RecordStore(), session)
+    records, transcripts = detail(open_store(), session)
     if not records and not transcripts:
         raise ReefError(
             f"no records or transcript for session {session!r}",

@@ -60,6 +60,17 @@ class Settings(BaseModel):
     publish_retries: int = Field(
         20, ge=0, le=1000, description="times a publish retries after losing a race"
     )
+    database_url: str | None = Field(
+        None,
+        description="where records live: postgresql://USER:PASSWORD@HOST:5432/DB for a team "
+        "(default: the SQLite file in the state dir)",
+    )
+    records_max_gb: float | None = Field(
+        None, gt=0, description="records budget: the oldest unreferenced ones go beyond it"
+    )
+    records_max_age_days: float | None = Field(
+        None, gt=0, description="records older than this are evicted (unless referenced)"
+    )
 
     @field_validator("embedded_model")
     @classmethod
@@ -163,10 +174,15 @@ def describe() -> list[dict[str, Any]]:
     rows = []
     for name, field in Settings.model_fields.items():
         origin = "env" if name in env_data else "file" if name in file_data else "default"
+        value = getattr(settings, name)
+        if name == "database_url" and value:
+            from reef_cli.core.store.url import shown_url
+
+            value = shown_url(value)  # never print the password
         rows.append(
             {
                 "key": name,
-                "value": getattr(settings, name),
+                "value": value,
                 "source": origin,
                 "env": env_name(name),
                 "description": field.description or "",

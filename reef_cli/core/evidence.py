@@ -24,13 +24,12 @@ import json
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from reef_cli.core.fsutil import atomic_write_text, read_json_object
-from reef_cli.core.records import HarvestedSession, Record, RecordStore, now_iso
+from reef_cli.core.records import HarvestedSession, Record, now_iso
 from reef_cli.core.reports import StoredReport, list_reports
 from reef_cli.core.secrets import scan_text
+from reef_cli.core.store.base import Store
 
 WITHHELD = "[withheld: this turn held a credential]"
 MAX_TURN_CHARS = 4000  # a turn is cut here: evidence, not an archive
@@ -176,7 +175,7 @@ def _feedback_text(value: Any) -> str:
 # ------------------------------------------------------------------ sessions
 
 
-def collect(store: RecordStore, scenario: str) -> list[SessionEvidence]:
+def collect(store: Store, scenario: str) -> list[SessionEvidence]:
     """Every session of ``scenario``, oldest first (records of other scenarios are never
     read: the query is scoped)."""
     groups: dict[str, list[Record]] = {}
@@ -196,7 +195,7 @@ def collect(store: RecordStore, scenario: str) -> list[SessionEvidence]:
 
 
 def _session(
-    store: RecordStore,
+    store: Store,
     scenario: str,
     key: str,
     records: list[Record],
@@ -236,7 +235,7 @@ def _session(
     return evidence
 
 
-def _transcript(store: RecordStore, scenario: str, session_id: str) -> HarvestedSession | None:
+def _transcript(store: Store, scenario: str, session_id: str) -> HarvestedSession | None:
     """The agent's transcript of the session, unless it names a receipt of another
     scenario (one session id used under two scenarios): then the records alone speak."""
     harvested = store.harvested(session_id=session_id, limit=1)
@@ -262,32 +261,36 @@ def fingerprint(session: SessionEvidence) -> str:
 
 @dataclass
 class Mark:
-    """Which sessions a recipe already consumed, by fingerprint (``<name>.json``)."""
+    """Which sessions a recipe already consumed, by fingerprint; kept by the store (the
+    ``scenarios/<S>/<name>.json`` file on SQLite, a table that replicas share on
+    PostgreSQL)."""
 
-    path: Path
+    store: Store
+    scenario: str
+    name: str
     sessions: dict[str, str] = field(default_factory=dict)
     updated_at: str | None = None
 
     @classmethod
-    def load(cls, scenario_dir: Path, name: str) -> Mark:
-        path = scenario_dir / f"{name}.json"
-        data = read_json_object(path)  # none yet, or unreadable: everything is new
+    def load(cls, store: Store, scenario: str, name: str) -> Mark:
+        data = store.load_mark(scenario, name) or {}  # none yet: everything is new
         sessions = data.get("sessions")
         if not isinstance(sessions, dict):
-            return cls(path)
-        return cls(path, {str(k): str(v) for k, v in sessions.items()}, data.get("updated_at"))
+            return cls(store, scenario, name)
+        found = {str(k): str(v) for k, v in sessions.items()}
+        return cls(store, scenario, name, found, data.get("updated_at"))
 
     def new(self, sessions: Iterable[SessionEvidence]) -> list[SessionEvidence]:
         """Sessions not consumed yet, or grown since."""
         return [s for s in sessions if self.sessions.get(s.key) != s.fingerprint]
 
     def advance(self, sessions: Iterable[SessionEvidence]) -> None:
-        """Record ``sessions`` as consumed and write the file (atomically, 0600)."""
+        """Record ``sessions`` as consumed and store the mark."""
         for session in sessions:
             self.sessions[session.key] = session.fingerprint
         self.updated_at = now_iso()
         body = {"sessions": self.sessions, "updated_at": self.updated_at}
-        atomic_write_text(self.path, json.dumps(body, indent=1, sort_keys=True) + "\n", 0o600)
+        self.store.save_mark(self.scenario, self.name, body)
 
 
 # ------------------------------------------------------------------ eligibility

@@ -1,18 +1,17 @@
-"""Evolution jobs run by `reef serve` in the background: one JSON file each under
-``jobs/`` in the state dir, rewritten atomically on every progress step, so a job's state
-survives the server and any client can read it."""
+"""Evolution jobs run by `reef serve` in the background, kept by the store and rewritten
+on every progress step, so a job's state survives the server and any client can read it
+(SQLite: one JSON file each under ``jobs/`` in the state dir; PostgreSQL: a table every
+replica reads, so ``GET /reef/jobs/{id}`` answers on any of them). ``owner`` names the
+replica running a job: a restarting replica fails only the jobs it left behind."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Protocol
 
-from reef_cli.core import paths
+from reef_cli.core import paths, store
 from reef_cli.core.errors import ReefError
-from reef_cli.core.fsutil import atomic_write_text
 from reef_cli.core.releases import now_iso
 
 ACTIVE = ("queued", "running")
@@ -44,6 +43,7 @@ class Job:
     # proposal). Job files written before this field load as "auto".
     publish: str = "auto"
     origin: str = "api"  # api (POST /reef/evolve) | live-loop
+    owner: str = ""  # the replica that runs it (replica_id()); "" in jobs from before
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,20 +64,22 @@ class JobRunner(Protocol):
     def submit(self, job: Job) -> None: ...
 
 
-def _dir() -> Path:
-    return paths.state_dir() / "jobs"
+def replica_id() -> str:
+    """This replica: its host and state dir (stable across restarts of the same one)."""
+    import socket
+
+    return f"{socket.gethostname()}:{paths.state_dir()}"
 
 
-def _path(job_id: str) -> Path:
+def _check_id(job_id: str) -> None:
     if not job_id.startswith("job_") or not job_id[4:].isalnum():
         raise JobNotFound(f"no job {job_id!r}", "job ids look like job_1a2b…")
-    return _dir() / f"{job_id}.json"
 
 
 def save(job: Job) -> Job:
     job.updated_at = now_iso()
-    paths.ensure_state_dir()
-    atomic_write_text(_path(job.id), json.dumps(job.to_json(), indent=2, default=str) + "\n")
+    _check_id(job.id)
+    store.shared().save_job(job.to_json())
     return job
 
 
@@ -94,41 +96,41 @@ def create(
     if publish not in ("auto", "review"):
         raise ValueError(f"publish must be auto or review, not {publish!r}")
     job = Job(f"job_{uuid.uuid4().hex[:16]}", scenario, recipe, ask, adapter, options or {})
-    job.publish, job.origin = publish, origin
+    job.publish, job.origin, job.owner = publish, origin, replica_id()
     return save(job)
 
 
 def _known(data: dict[str, Any]) -> dict[str, Any]:
-    """A job file's fields this version knows (a newer Reef may have written more)."""
+    """A job's fields this version knows (a newer Reef may have written more)."""
     return {k: v for k, v in data.items() if k in _FIELDS}
 
 
 def get(job_id: str) -> Job:
-    path = _path(job_id)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise JobNotFound(
-            f"no job {job_id!r}", "list releases with `reef harness versions`"
-        ) from None
+    _check_id(job_id)
+    data = store.shared().load_job(job_id)
+    if data is None:
+        raise JobNotFound(f"no job {job_id!r}", "list releases with `reef harness versions`")
     return Job(**_known(data))
 
 
+def _active() -> list[Job]:
+    out = []
+    for data in store.shared().jobs(active_only=True):
+        try:
+            out.append(Job(**_known(data)))
+        except TypeError:
+            continue
+    return out
+
+
 def active(scenario: str | None = None) -> list[Job]:
-    """Queued or running jobs (of ``scenario``, when given)."""
-    return [j for j in interrupted() if scenario is None or j.scenario == scenario]
+    """Queued or running jobs (of ``scenario``, when given), on any replica."""
+    return [j for j in _active() if scenario is None or j.scenario == scenario]
 
 
 def interrupted() -> list[Job]:
-    """Jobs a stopped server left queued or running (marked failed on the next start)."""
-    if not _dir().is_dir():
-        return []
-    out = []
-    for path in sorted(_dir().glob("job_*.json")):
-        try:
-            job = Job(**_known(json.loads(path.read_text(encoding="utf-8"))))
-        except (ValueError, TypeError, OSError):
-            continue
-        if job.state in ACTIVE:
-            out.append(job)
-    return out
+    """Jobs this replica left queued or running when it stopped (marked failed on its next
+    start); another replica's running jobs are its own business. A job written before
+    ``owner`` existed counts as this replica's."""
+    me = replica_id()
+    return [j for j in _active() if j.owner in ("", me)]

@@ -24,7 +24,7 @@ from typing import Any
 
 from reef_cli.core import evidence, scenarios
 from reef_cli.core.fsutil import atomic_write_text, stat_key
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.base import Store
 
 STATE_FILE = "learning.json"
 TASKS_FILE = "tasks.yaml"  # recipes.tasks.loading.TASKS_FILE: a scenario's own task set
@@ -62,8 +62,8 @@ class LearningState:
     # eligible, from SQL), served (release), counted_at (when the full count ran)
     counts: dict[str, Any] = field(default_factory=dict)
     last_run: LastRun | None = None
-    # {"waits_for": sessions | interval | job | tasks | runner | nothing, "at": iso | None,
-    #  "detail": one line}
+    # {"waits_for": sessions | interval | job | tasks | count | replica | runner | nothing,
+    #  "at": iso | None, "detail": one line}
     next_trigger: dict[str, Any] = field(default_factory=dict)
     runs: int = 0
     last_error: str | None = None  # the class name of the last check's error, if any
@@ -116,7 +116,7 @@ def save(scenario_dir: Path, state: LearningState) -> None:
 
 
 def count(
-    store: RecordStore,
+    store: Store,
     scenario: str,
     scenario_dir: Path,
     mark_name: str,
@@ -125,68 +125,40 @@ def count(
 ) -> evidence.Eligibility:
     """The full count: ``core.evidence`` over every session of the scenario."""
     sessions = evidence.collect(store, scenario)
-    mark = evidence.Mark.load(scenario_dir, mark_name)
+    mark = evidence.Mark.load(store, scenario, mark_name)
     return evidence.eligibility(sessions, mark, served=served, max_staleness=max_staleness)
 
 
-def probe(store: RecordStore, scenario: str, scenario_dir: Path, mark_name: str) -> list[Any]:
+def probe(store: Store, scenario: str, scenario_dir: Path, mark_name: str) -> list[Any]:
     """Changes whenever a count of ``scenario`` could: a new record or report of it (the
     newest ``created_at`` of each: an index seek, not a scan), a harvested transcript, the
     chain ref (a publish changes what is stale) and the mark (a run consumed sessions).
     A streamed record that completes in place is seen with the next change (its report,
     which scoring needs anyway)."""
-    conn = store.conn
-    records = conn.execute(
-        "SELECT MAX(created_at) FROM records WHERE scenario = ?", (scenario,)
-    ).fetchone()
-    reports = conn.execute(
-        "SELECT MAX(created_at) FROM reports WHERE scenario = ?", (scenario,)
-    ).fetchone()
-    harvested = conn.execute(
-        "SELECT COUNT(*), MAX(harvested_at) FROM harvested_sessions"
-    ).fetchone()
+    mark = store.load_mark(scenario, mark_name) or {}
     return [
-        records[0],
-        reports[0],
-        list(harvested),
+        *store.probe(scenario),
         stat_key(scenario_dir / CHAIN_REF),
         stat_key(scenario_dir / "chain.git" / "packed-refs"),
-        stat_key(scenario_dir / f"{mark_name}.json"),
+        mark.get("updated_at"),
     ]
 
 
-def has_records(store: RecordStore, scenario: str) -> bool:
-    row = store.conn.execute(
-        "SELECT 1 FROM records WHERE scenario = ? LIMIT 1", (scenario,)
-    ).fetchone()
-    return row is not None
+def has_records(store: Store, scenario: str) -> bool:
+    return store.has_records(scenario)
 
 
-def records_at_most(store: RecordStore, scenario: str, limit: int) -> int:
+def records_at_most(store: Store, scenario: str, limit: int) -> int:
     """How many records ``scenario`` has, counting no further than ``limit`` + 1."""
-    row = store.conn.execute(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM records WHERE scenario = ? LIMIT ?)",
-        (scenario, limit + 1),
-    ).fetchone()
-    return int(row[0])
+    return store.records_at_most(scenario, limit)
 
 
-def scored_sessions(store: RecordStore, scenario: str) -> int:
+def scored_sessions(store: Store, scenario: str) -> int:
     """Sessions of ``scenario`` with a scored report: no count can find more eligible."""
-    row = store.conn.execute(
-        """SELECT COUNT(DISTINCT CASE WHEN r.session_id IS NOT NULL
-                                      THEN 's:' || r.session_id ELSE 'r:' || r.id END)
-           FROM reports p
-           JOIN report_refs rr ON rr.report_id = p.id
-           JOIN records r ON r.id = rr.record_id
-           WHERE p.scenario = ? AND p.score IS NOT NULL
-             AND r.scenario = ? AND r.state != 'streaming'""",
-        (scenario, scenario),
-    ).fetchone()
-    return int(row[0] or 0)
+    return store.scored_sessions(scenario)
 
 
-def traffic_scenarios(store: RecordStore) -> list[str]:
+def traffic_scenarios(store: Store) -> list[str]:
     """Scenarios with at least one record (the loop's default set)."""
     return [s.name for s in scenarios.list_all() if has_records(store, s.name)]
 

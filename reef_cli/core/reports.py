@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from reef_cli.core.errors import ReefError
-from reef_cli.core.records import RecordStore, now_iso, where_clause
+from reef_cli.core.records import now_iso
+from reef_cli.core.store.base import ReportRow, Store
 
 MAX_FEEDBACK_CHARS = 64 * 1024
 MAX_METADATA_CHARS = 16 * 1024
@@ -156,7 +157,7 @@ def parse_report(data: Any) -> ReportIn:
     return report
 
 
-def save_report(store: RecordStore, report: ReportIn, scenario: str | None) -> StoredReport:
+def save_report(store: Store, report: ReportIn, scenario: str | None) -> StoredReport:
     """Check references, store the report; idempotent by ``report.id``.
 
     ``scenario`` is the caller's scenario; ``None`` means "the references' scenario".
@@ -176,49 +177,23 @@ def save_report(store: RecordStore, report: ReportIn, scenario: str | None) -> S
             "send the report with the same x-reef-scenario as the request",
         )
     digest = report.content_hash(scenario)
-    report_id = report.id or "rep_" + secrets.token_hex(12)
-    conn = store.conn
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        row = conn.execute(
-            "SELECT content_hash, created_at FROM reports WHERE id = ?", (report_id,)
-        ).fetchone()
-        if row is not None:
-            conn.execute("COMMIT")
-            if row["content_hash"] != digest:
-                raise ReportConflict(
-                    f"report {report_id!r} exists with different content",
-                    "use a new id, or resend exactly the same report",
-                )
-            return _stored(report, report_id, scenario, row["created_at"], created=False)
-        created_at = now_iso()
-        conn.execute(
-            "INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                report_id,
-                scenario,
-                report.score,
-                _dump(report.feedback),
-                json.dumps(report.references),
-                _dump(report.metadata),
-                digest,
-                created_at,
-            ),
+    row = ReportRow(
+        id=report.id or "rep_" + secrets.token_hex(12),
+        scenario=scenario,
+        score=report.score,
+        feedback=report.feedback,
+        references=report.references,
+        metadata=report.metadata,
+        content_hash=digest,
+        created_at=now_iso(),
+    )
+    stored, created = store.put_report(row)
+    if not created and stored.content_hash != digest:
+        raise ReportConflict(
+            f"report {row.id!r} exists with different content",
+            "use a new id, or resend exactly the same report",
         )
-        conn.executemany(
-            "INSERT INTO report_refs VALUES (?, ?)", [(report_id, r) for r in report.references]
-        )
-        conn.execute("COMMIT")
-    except ReportConflict:
-        raise
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return _stored(report, report_id, scenario, created_at, created=True)
-
-
-def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
+    return _stored(report, row.id, scenario, stored.created_at, created=created)
 
 
 def _stored(
@@ -237,25 +212,18 @@ def _stored(
 
 
 def list_reports(
-    store: RecordStore, *, scenario: str | None = None, record_id: str | None = None
+    store: Store, *, scenario: str | None = None, record_id: str | None = None
 ) -> list[StoredReport]:
-    where, args = where_clause(
-        ("scenario = ?", scenario),
-        ("id IN (SELECT report_id FROM report_refs WHERE record_id = ?)", record_id),
-    )
-    sql = f"SELECT * FROM reports {where} ORDER BY created_at"
-    out = []
-    for row in store.conn.execute(sql, args):
-        out.append(
-            StoredReport(
-                id=row["id"],
-                scenario=row["scenario"],
-                score=row["score"],
-                feedback=json.loads(row["feedback"]) if row["feedback"] else None,
-                references=json.loads(row["refs"]),
-                metadata=json.loads(row["metadata"]) if row["metadata"] else None,
-                created_at=row["created_at"],
-                created=False,
-            )
+    return [
+        StoredReport(
+            id=row.id,
+            scenario=row.scenario,
+            score=row.score,
+            feedback=row.feedback,
+            references=row.references,
+            metadata=row.metadata,
+            created_at=row.created_at,
+            created=False,
         )
-    return out
+        for row in store.reports(scenario=scenario, record_id=record_id)
+    ]

@@ -16,7 +16,6 @@ from reef_cli.core import scenarios
 from reef_cli.core.errors import AuthError, ReleaseNotFound
 from reef_cli.core.names import check_name
 from reef_cli.core.publishing import republish
-from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import (
     ReportIn,
     ReportInvalid,
@@ -24,6 +23,7 @@ from reef_cli.core.reports import (
     refuse_unknown,
     save_report,
 )
+from reef_cli.core.store import Store
 from reef_cli.core.tokens import Grant
 
 bearer = HTTPBearer(auto_error=False, description="the Reef token (`reef token`)")
@@ -149,7 +149,7 @@ async def _report_scenario(request: Request, report: ReportIn, grant: Grant) -> 
     header = request.headers.get("x-reef-scenario")
     if header is not None:
         check_name("scenario", header)
-    store: RecordStore = request.app.state.store
+    store: Store = request.app.state.store
     recorder = request.app.state.recorder
     known: dict[str, str] = {}
     if report.references:
@@ -199,7 +199,7 @@ def make_router() -> APIRouter:
     ) -> ReportOut:
         """Score or comment on recorded exchanges by their receipts. Idempotent by `id`."""
         parsed = parse_report(body.model_dump())
-        store: RecordStore = request.app.state.store
+        store: Store = request.app.state.store
         target = await _report_scenario(request, parsed, grant)
         stored = await asyncio.to_thread(save_report, store, parsed, target)
         if not stored.created:

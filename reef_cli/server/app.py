@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from reef_cli.core import errors
 from reef_cli.core.jobs import JobRunner
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store import Store, open_store
 from reef_cli.core.tokens import TokenSet
 from reef_cli.core.weight_version import WeightVersion
 from reef_cli.server import api, api_jobs, api_learning, inference_schema
@@ -65,7 +64,7 @@ def create_app(
     config: ServeConfig,
     *,
     tokens: TokenSet | None,
-    store_path: Path | None = None,
+    store: Store | None = None,
     jobs: JobRunner | None = None,
     weights: WeightVersion | None = None,
 ) -> ReefApp:
@@ -75,22 +74,22 @@ def create_app(
     server answers 503 to job submissions. ``weights`` (reefd) stamps each record with the
     engine's weight version at request start. With ``config.reef`` (the live loop) the
     server also submits jobs itself when a scenario's evidence is ready, so it needs
-    ``jobs``."""
+    ``jobs``. ``store`` defaults to the one ``REEF_DATABASE_URL`` / ``database_url`` names
+    (the SQLite file in the state dir when none is set); the app closes a store it opened."""
     if config.reef is not None and jobs is None:
         raise errors.ServeError(
             "the live loop (`reef:` / --recipe) needs a job runner", "run it with `reef serve`"
         )
     upstream = Upstream.from_config(config)
-    store = RecordStore(store_path)
+    owns_store = store is None
+    store = store if store is not None else open_store(configured=config.database_url)
     recorder = Recorder(store) if config.record else None
     releases = ReleaseCache(config.release_cache_seconds)
     auth = Authenticator(tokens)
     proxy = Proxy(config, upstream, auth, recorder, releases, weights)
     worker = jobs
     loop = (
-        LiveLoop(config.reef, RecordStore(store.path), jobs)
-        if config.reef is not None and jobs is not None
-        else None
+        LiveLoop(config.reef, store, jobs) if config.reef is not None and jobs is not None else None
     )
 
     @asynccontextmanager
@@ -112,6 +111,8 @@ def create_app(
             await proxy.stop()
             if recorder is not None:
                 recorder.stop()
+            if owns_store:
+                store.close()
 
     app = FastAPI(
         title="Reef",

@@ -110,6 +110,17 @@ class ServeConfig(BaseModel):
     open: bool = Field(False, description="no token required (loopback binds only)")
     access_log: bool = False
     pool_size: int = Field(256, ge=1)
+    database_url: str | None = Field(
+        None,
+        description="where records live (postgresql://…); $REEF_DATABASE_URL wins over it, "
+        "and with neither the SQLite file in the state dir is used",
+    )
+    remote_poll_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="how often scenarios with a chain remote pull it, so a publish on any "
+        "replica is served here within this interval",
+    )
     reef: LearningConfig | None = Field(
         None, description="the live loop (recipe, batch_size, max_staleness, min_interval_s …)"
     )

@@ -16,7 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from reef_cli.core.records import RecordNotFound, RecordStore
+from reef_cli.core.records import RecordNotFound
+from reef_cli.core.store import Store
 from reef_cli.server import translate_responses as tr
 
 RESPONSE_PREFIX = "resp_"
@@ -64,9 +65,7 @@ class Conversations:
     """Recent turns in memory (at most ``size`` of them, ``max_bytes`` of requests), the
     rest read from the record store."""
 
-    def __init__(
-        self, store: RecordStore | None, size: int = 512, max_bytes: int = 64 << 20
-    ) -> None:
+    def __init__(self, store: Store | None, size: int = 512, max_bytes: int = 64 << 20) -> None:
         self.store = store
         self.size = size
         self.max_bytes = max_bytes

@@ -37,9 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reef_cli.core.store.base import JOURNAL_DIR_NAME
+
 log = logging.getLogger("reef.serve")
 
-DIR_NAME = "records-journal"
+DIR_NAME = JOURNAL_DIR_NAME
 SUFFIX = ".seg"
 SEGMENT_BYTES = 4 * 1024 * 1024
 SYNC_SECONDS = 1.0

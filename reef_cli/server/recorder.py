@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reef_cli.core.records import RawJSON, Record, RecordStore, now_iso
+from reef_cli.core.records import RawJSON, Record, now_iso
+from reef_cli.core.store import Store
 from reef_cli.server import assemble, journal
 
 log = logging.getLogger("reef.serve")
@@ -261,7 +262,7 @@ def _from_journal(item: journal.Replayed) -> Exchange:
 class Recorder:
     def __init__(
         self,
-        store: RecordStore,
+        store: Store,
         batch: int = 512,
         linger: float = 0.01,
         journal_dir: Path | None = None,
@@ -276,7 +277,7 @@ class Recorder:
         self._seq = itertools.count(1)
         self._queued_seq = 0  # the last sequence number handed out
         self._done_seq = 0  # every item up to this one has been processed
-        root = journal_dir if journal_dir is not None else store.path.parent / journal.DIR_NAME
+        root = journal_dir if journal_dir is not None else store.journal_dir
         self.journal: journal.Journal | None = journal.Journal(root) if durable else None
         self.written = 0
         self.failed = 0
@@ -440,7 +441,7 @@ class Recorder:
                     self._done_seq = last
                 if self.journal is not None:
                     self.journal.close()
-                self.store.close()
+                self.store.release_thread()
                 return
 
     def _write(

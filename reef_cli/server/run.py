@@ -58,13 +58,13 @@ def with_default_upstream(config: ServeConfig) -> tuple[ServeConfig, object | No
     ), thread
 
 
-def configure_logging(upstream_key: str | None = None) -> None:
+def configure_logging(upstream_key: str | None = None, db_password: str | None = None) -> None:
     """Reef's log lines go to stderr, and no line of any logger names a credential: the
     redacting filter goes on the root handler, Reef's and uvicorn's loggers (uvicorn's own
     handlers get it from ``uvicorn_options``), with this server's token and the upstream
-    key as exact values to hide."""
+    key (and the database password) as exact values to hide."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    log_redaction.add_secret(tokens.main_token(create=False), upstream_key)
+    log_redaction.add_secret(tokens.main_token(create=False), upstream_key, db_password)
     log_redaction.install()
 
 
@@ -109,9 +109,11 @@ def serve(
         target = f"the embedded model, in-process at {upstream.base}"
     announce(
         f"reef serve: http://{config.host}:{config.port} -> {target}; auth: {auth}; "
-        f"recording: {'on' if config.record else 'off'}"
+        f"recording: {f'on ({app.state.store.url})' if config.record else 'off'}"
     )
-    configure_logging(upstream.key)
+    from reef_cli.core.store.url import database_url, password_of
+
+    configure_logging(upstream.key, password_of(database_url(config.database_url)))
     try:
         uvicorn.run(app, host=config.host, port=config.port, **uvicorn_options(config))
     except OSError as exc:

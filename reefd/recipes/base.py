@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store import Store
 from reefd.recipes.eligibility import Counts
 
 
@@ -41,5 +41,5 @@ class WeightRecipe(Protocol):
     state: dict[str, Any]  # JSON the daemon persists and hands back (``state.update``)
 
     def batch(
-        self, store: RecordStore, scenario: str, current_version: str, consumed: set[str]
+        self, store: Store, scenario: str, current_version: str, consumed: set[str]
     ) -> Batch: ...

@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from reef_cli.core.errors import ModelError
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
+from reef_cli.core.store import Store
 from reefd.recipes.base import Batch, Sample
 from reefd.recipes.eligibility import eligible, settled
 from reefd.recipes.samples import request_messages, response_text, tokens_of
@@ -133,9 +134,7 @@ class OpenClawRL:
         ]
         return majority(votes)
 
-    def batch(
-        self, store: RecordStore, scenario: str, current_version: str, consumed: set[str]
-    ) -> Batch:
+    def batch(self, store: Store, scenario: str, current_version: str, consumed: set[str]) -> Batch:
         rewards: dict[str, int] = {
             k: int(v) for k, v in (self.state.get("rewards") or {}).items() if k not in consumed
         }

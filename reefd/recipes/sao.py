@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import list_reports
+from reef_cli.core.store import Store
 from reefd.recipes.base import Batch, Sample
 from reefd.recipes.eligibility import eligible, settled
 from reefd.recipes.samples import tokens_of
@@ -67,7 +67,7 @@ class SAO:
                 self.state["baseline"] = pending.get("baseline")
         self.state["pending"] = None
 
-    def scores(self, store: RecordStore, scenario: str) -> dict[str, float]:
+    def scores(self, store: Store, scenario: str) -> dict[str, float]:
         """Each referenced record's score: the latest scored report that names it."""
         out: dict[str, float] = {}
         for report in list_reports(store, scenario=scenario):
@@ -77,9 +77,7 @@ class SAO:
                 out[ref] = float(report.score)
         return out
 
-    def batch(
-        self, store: RecordStore, scenario: str, current_version: str, consumed: set[str]
-    ) -> Batch:
+    def batch(self, store: Store, scenario: str, current_version: str, consumed: set[str]) -> Batch:
         self._settle(consumed)
         scores = self.scores(store, scenario)
         fresh = [r for r in store.iter(scenario=scenario) if r.id not in consumed]

@@ -29,6 +29,8 @@ HEAVY = (
     "transformers",
     "peft",
     "safetensors",
+    "psycopg",
+    "psycopg_pool",
 )
 APPS = {"reef": "reef_cli.cli.main", "reefd": "reef_cli.cli.reefd"}
 

@@ -184,12 +184,12 @@ def test_the_mark_skips_what_was_consumed_until_it_grows() -> None:
     store.upsert_harvested([harvest])
     folder = paths.ensure_state_dir() / "scenarios" / "demo"
     folder.mkdir(parents=True)
-    mark = Mark.load(folder, "skillclaw")
+    mark = Mark.load(store, "demo", "skillclaw")
     sessions = collect(store, "demo")
     assert mark.new(sessions) == sessions  # no mark yet: everything is new
     mark.advance(sessions)
     assert stat.S_IMODE((folder / "skillclaw.json").stat().st_mode) == 0o600
-    again = Mark.load(folder, "skillclaw")
+    again = Mark.load(store, "demo", "skillclaw")
     assert again.sessions == mark.sessions and again.updated_at
     store.upsert_harvested([harvest])  # re-harvested, unchanged: skipped
     assert again.new(collect(store, "demo")) == []
@@ -200,7 +200,7 @@ def test_the_mark_skips_what_was_consumed_until_it_grows() -> None:
     assert [s.key for s in again.new(collect(store, "demo"))] == ["session:m"]
     # an unreadable mark reads as none: everything is new, nothing is lost
     (folder / "skillclaw.json").write_text("{not json", encoding="utf-8")
-    assert Mark.load(folder, "skillclaw").sessions == {}
+    assert Mark.load(store, "demo", "skillclaw").sessions == {}
 
 
 def test_eligibility_counts_fresh_scored_sessions_and_names_the_stale_and_unscored() -> None:
@@ -213,7 +213,7 @@ def test_eligibility_counts_fresh_scored_sessions_and_names_the_stale_and_unscor
     sessions = collect(store, "demo")
     folder = paths.ensure_state_dir() / "scenarios" / "demo"
     folder.mkdir(parents=True)
-    mark = Mark.load(folder, "live")
+    mark = Mark.load(store, "demo", "live")
     mark.advance([s for s in sessions if s.receipts == [consumed.id]])
     counted = eligibility(sessions, mark, served=5, max_staleness=1)
     assert {s.receipts[0] for s in counted.ready} == {fresh.id, old_ok.id}

@@ -186,7 +186,8 @@ def improved() -> str:
 
 
 def mark_of(scenario: str = "demo") -> dict[str, str]:
-    return Mark.load(scenarios.get(scenario).path, MARK_NAME).sessions
+    scenarios.get(scenario)
+    return Mark.load(RecordStore(), scenario, MARK_NAME).sessions
 
 
 def releases(scenario: str = "demo") -> list[int]:

@@ -1,4 +1,6 @@
-"""The records store: named migrations, whole-row inserts, queries, sessions."""
+"""The SQLite store's own parts: its named migrations upgrade an old file in place, WAL,
+and the records module's old name for it. The behaviour both backends share is in
+test_contract.py."""
 
 from __future__ import annotations
 
@@ -6,15 +8,8 @@ import sqlite3
 
 import pytest
 
-from reef_cli.core.records import (
-    MIGRATIONS,
-    RawJSON,
-    Record,
-    RecordNotFound,
-    RecordStore,
-    connect,
-    new_receipt,
-)
+from reef_cli.core.records import RawJSON, Record, RecordNotFound, RecordStore, new_receipt
+from reef_cli.core.store.sqlite import MIGRATIONS, connect
 
 
 def _rec(**kw) -> Record:
@@ -34,7 +29,7 @@ def test_migrations_are_named_and_applied_once(tmp_path):
     assert names == [name for name, _ in MIGRATIONS]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
-    from reef_cli.core.records import migrate
+    from reef_cli.core.store.sqlite import migrate
 
     assert migrate(sqlite3.connect(path)) == []  # nothing left to apply
 
@@ -86,7 +81,7 @@ def _harvested(session_id: str, **kw):
 
 
 def test_harvested_migration_upgrades_an_existing_database(tmp_path):
-    from reef_cli.core import records
+    from reef_cli.core.store import sqlite as records
 
     path = tmp_path / "old.sqlite3"
     old = sqlite3.connect(path, isolation_level=None)
@@ -105,6 +100,7 @@ def test_harvested_migration_upgrades_an_existing_database(tmp_path):
         "0003_harvested_sessions",
         "0004_record_state_and_release_source",
         "0005_weight_version_and_tokens",
+        "0006_records_created_at",
     ]
     store = RecordStore(path)
     assert store.get("rec_old").scenario == "s"  # existing data untouched

@@ -1,0 +1,94 @@
+"""Where Reef keeps records, reports, harvested sessions, jobs and marks.
+
+    store = open_store()            # REEF_DATABASE_URL / database_url, else SQLite
+    store.insert(record); store.get(receipt); store.put_report(row) ...
+
+``open_store`` picks the backend from the URL: none (the embedded default, one SQLite
+file in the state dir), ``sqlite:///ABS/PATH``, or ``postgresql://…`` (a team's shared
+database; needs the ``postgres`` extra). A URL it cannot use is an error at once, never
+a silent fall back to SQLite. :class:`Store` (``base.py``) is the interface; ``sql.py``
+holds the queries both backends share.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reef_cli.core.errors import ExtraMissing
+from reef_cli.core.store.base import (
+    DatabaseUnreachable,
+    DatabaseURLInvalid,
+    Evicted,
+    ReportRow,
+    ScenarioSize,
+    Store,
+)
+from reef_cli.core.store.url import POSTGRES_SCHEMES, database_url, scheme_of, shown_url
+
+if TYPE_CHECKING:
+    from reef_cli.core.store.sqlite import SQLiteStore
+
+__all__ = [
+    "DatabaseURLInvalid",
+    "DatabaseUnreachable",
+    "Evicted",
+    "ReportRow",
+    "ScenarioSize",
+    "Store",
+    "database_url",
+    "open_store",
+    "shared",
+    "sqlite_store",
+]
+
+
+def sqlite_store(path: Path | None = None) -> SQLiteStore:
+    from reef_cli.core.store.sqlite import SQLiteStore
+
+    return SQLiteStore(path)
+
+
+def open_store(url: str | None = None, *, configured: str | None = None) -> Store:
+    """The store ``url`` names; ``None``: :func:`database_url` (``configured`` is
+    serve.yaml's ``database_url``), and with none set, the SQLite file in the state dir."""
+    url = url if url is not None else database_url(configured)
+    if not url:
+        return sqlite_store()
+    scheme = scheme_of(url)
+    if scheme in POSTGRES_SCHEMES:
+        try:
+            from reef_cli.core.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise ExtraMissing(
+                f"REEF_DATABASE_URL names PostgreSQL, but psycopg is not installed ({exc.name})",
+                "pip install 'reef[postgres]' (or ./install.sh --dev)",
+            ) from None
+        return PostgresStore(url)
+    if scheme == "sqlite" and url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return sqlite_store(Path("/" + url[len("sqlite:///") :].lstrip("/")))  # absolute
+    shown = "a URL with a password" if "password" in url.lower() else repr(shown_url(url))
+    raise DatabaseURLInvalid(
+        f"database URL {shown} is neither postgresql://… nor sqlite:///…",
+        "set REEF_DATABASE_URL (or database_url) to postgresql://USER:PASSWORD@HOST:5432/DB, "
+        "or unset it for the embedded SQLite store",
+    )
+
+
+_shared: dict[tuple[str, str], Store] = {}
+_shared_lock = threading.Lock()
+
+
+def shared() -> Store:
+    """One store per database and state dir for this process, for code that has none
+    handed to it (the jobs module): opening a PostgreSQL pool per call would cost a
+    connection each time."""
+    from reef_cli.core import paths
+
+    key = (database_url() or "", str(paths.state_dir()))
+    with _shared_lock:
+        store = _shared.get(key)
+        if store is None:
+            store = _shared[key] = open_store(key[0] or None)
+        return store

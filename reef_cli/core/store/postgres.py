@@ -1,0 +1,300 @@
+"""The PostgreSQL store: one database several `reef serve` replicas share.
+
+Through psycopg 3 with a connection pool (autocommit; writes in explicit transactions).
+The recorder writes from its own thread, so the hot path needs no async driver: a
+request's handler never waits on the database. Migrations run under an advisory lock, so
+replicas starting together apply each one once. Jobs and recipe marks are tables here, so
+every replica sees every job and what each recipe already consumed. Locks
+(:meth:`PostgresStore.exclusive`) are session advisory locks: they die with the
+connection, so a killed replica never leaves one behind.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from reef_cli.core import paths
+from reef_cli.core.records import now_iso
+from reef_cli.core.store.base import JOURNAL_DIR_NAME, DatabaseUnreachable
+from reef_cli.core.store.sql import Row, SQLStore
+from reef_cli.core.store.url import shown_url
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_records",
+        """
+        CREATE TABLE records (
+            seq BIGSERIAL UNIQUE,
+            id TEXT PRIMARY KEY,
+            scenario TEXT NOT NULL,
+            release_id INTEGER,
+            session_id TEXT,
+            client_dialect TEXT NOT NULL,
+            upstream_dialect TEXT NOT NULL,
+            model TEXT,
+            stream INTEGER NOT NULL DEFAULT 0,
+            request TEXT,
+            response TEXT,
+            usage TEXT,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            latency_ms DOUBLE PRECISION,
+            first_chunk_ms DOUBLE PRECISION,
+            status INTEGER,
+            error TEXT,
+            created_at TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'complete',
+            served_release_id INTEGER,
+            release_note TEXT,
+            weight_version TEXT,
+            weight_note TEXT,
+            token_ids TEXT,
+            logprobs TEXT
+        );
+        CREATE INDEX records_scenario ON records(scenario, created_at, seq);
+        CREATE INDEX records_session ON records(session_id, created_at);
+        CREATE INDEX records_created ON records(created_at, seq)
+        """,
+    ),
+    (
+        "0002_reports",
+        """
+        CREATE TABLE reports (
+            id TEXT PRIMARY KEY,
+            scenario TEXT NOT NULL,
+            score DOUBLE PRECISION,
+            feedback TEXT,
+            refs TEXT NOT NULL,
+            metadata TEXT,
+            content_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE report_refs (
+            report_id TEXT NOT NULL REFERENCES reports(id),
+            record_id TEXT NOT NULL,
+            PRIMARY KEY (report_id, record_id)
+        );
+        CREATE INDEX report_refs_record ON report_refs(record_id);
+        CREATE INDEX reports_scenario ON reports(scenario, created_at)
+        """,
+    ),
+    (
+        "0003_harvested_sessions",
+        """
+        CREATE TABLE harvested_sessions (
+            seq BIGSERIAL UNIQUE,
+            agent TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            record_session_id TEXT,
+            path TEXT NOT NULL,
+            cwd TEXT,
+            started_at TEXT,
+            ended_at TEXT,
+            model TEXT,
+            turns TEXT NOT NULL,
+            skills_used TEXT NOT NULL,
+            receipts TEXT NOT NULL,
+            harvested_at TEXT NOT NULL,
+            UNIQUE (agent, session_id)
+        );
+        CREATE INDEX harvested_record_session ON harvested_sessions(record_session_id);
+        CREATE INDEX harvested_ended ON harvested_sessions(ended_at)
+        """,
+    ),
+    (
+        "0004_jobs_and_marks",
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            scenario TEXT NOT NULL,
+            state TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX jobs_state ON jobs(state);
+        CREATE TABLE marks (
+            scenario TEXT NOT NULL,
+            name TEXT NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (scenario, name)
+        )
+        """,
+    ),
+]
+
+_MIGRATION_LOCK = 0x52454546  # "REEF": one migrator at a time across replicas
+_SQL: dict[str, str] = {}
+
+
+def _pg(sql: str) -> str:
+    """``?`` placeholders -> psycopg's ``%s`` (cached: the same statements recur)."""
+    out = _SQL.get(sql)
+    if out is None:
+        out = _SQL[sql] = sql.replace("%", "%%").replace("?", "%s")
+    return out
+
+
+def _lock_key(key: str) -> int:
+    """A signed 64-bit advisory lock key for ``key``."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+
+
+class _PgTx:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def run(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return self.conn.execute(_pg(sql), args).rowcount
+
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[Row]:
+        return self.conn.execute(_pg(sql), args).fetchall()
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany(_pg(sql), rows)
+
+
+def migrate(conn: psycopg.Connection[Any]) -> list[str]:
+    """Apply every named migration not yet applied, each in its own transaction, under an
+    advisory lock; return the names applied now."""
+    applied_now: list[str] = []
+    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
+        )
+        for name, sql in MIGRATIONS:
+            with conn.transaction():
+                done = conn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE name = %s", (name,)
+                ).fetchone()
+                if done is None:
+                    for statement in sql.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (name, now_iso()))
+                    applied_now.append(name)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    return applied_now
+
+
+def _unreachable(url: str, exc: Exception) -> DatabaseUnreachable:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+    if password:
+        first = first.replace(str(password), "***")
+    return DatabaseUnreachable(
+        f"cannot use PostgreSQL at {shown_url(url)}: {first}",
+        "check that the server runs and REEF_DATABASE_URL's user, password, host, port and "
+        "database are right",
+    )
+
+
+class PostgresStore(SQLStore):
+    """The store in a PostgreSQL database (``url``: ``postgresql://user:pw@host:5432/db``)."""
+
+    kind = "postgresql"
+    ORDER = "seq"
+    SIZE = "COALESCE(octet_length(r.request), 0) + COALESCE(octet_length(r.response), 0)"
+
+    def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 5.0) -> None:
+        self.url = shown_url(url)
+        self.journal_dir = paths.state_dir() / JOURNAL_DIR_NAME
+        try:
+            # one plain connection first: its error says why (a pool only times out)
+            with psycopg.connect(
+                url, connect_timeout=int(connect_timeout), autocommit=True
+            ) as conn:
+                migrate(conn)
+        except psycopg.Error as exc:
+            raise _unreachable(url, exc) from None
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            open=False,
+            name="reef-store",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout * 2)
+        except Exception as exc:
+            raise _unreachable(url, exc) from None
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[_PgTx]:
+        with self._pool.connection() as conn, conn.transaction():
+            yield _PgTx(conn)
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[Row]:
+        with self._pool.connection() as conn:
+            return conn.execute(_pg(sql), args).fetchall()
+
+    # ------------------------------------------------------------ jobs and marks: tables
+
+    def save_job(self, data: dict[str, Any]) -> None:
+        with self._transaction() as tx:
+            tx.run(
+                "INSERT INTO jobs (id, scenario, state, created_at, data) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET state = excluded.state, data = excluded.data",
+                (
+                    data["id"],
+                    data.get("scenario") or "",
+                    data.get("state") or "",
+                    data.get("created_at") or now_iso(),
+                    json.dumps(data, default=str),
+                ),
+            )
+
+    def load_job(self, job_id: str) -> dict[str, Any] | None:
+        row = self._one("SELECT data FROM jobs WHERE id = ?", (job_id,))
+        return json.loads(row["data"]) if row else None
+
+    def jobs(self, *, active_only: bool = False) -> builtins.list[dict[str, Any]]:
+        where = "WHERE state IN ('queued', 'running')" if active_only else ""
+        rows = self._rows(f"SELECT data FROM jobs {where} ORDER BY created_at, id")
+        return [json.loads(r["data"]) for r in rows]
+
+    def load_mark(self, scenario: str, name: str) -> dict[str, Any] | None:
+        row = self._one("SELECT data FROM marks WHERE scenario = ? AND name = ?", (scenario, name))
+        return json.loads(row["data"]) if row else None
+
+    def save_mark(self, scenario: str, name: str, data: dict[str, Any]) -> None:
+        with self._transaction() as tx:
+            tx.run(
+                "INSERT INTO marks (scenario, name, data) VALUES (?, ?, ?) "
+                "ON CONFLICT (scenario, name) DO UPDATE SET data = excluded.data",
+                (scenario, name, json.dumps(data, sort_keys=True)),
+            )
+
+    def marks(self) -> builtins.list[tuple[str, str, dict[str, Any]]]:
+        rows = self._rows("SELECT scenario, name, data FROM marks ORDER BY scenario, name")
+        return [(r["scenario"], r["name"], json.loads(r["data"])) for r in rows]
+
+    # ------------------------------------------------------------ locks: advisory
+
+    @contextlib.contextmanager
+    def exclusive(self, key: str) -> Iterator[bool]:
+        lock = _lock_key(key)
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s) AS held", (lock,)).fetchone()
+            held = bool(row and row["held"])
+            try:
+                yield held
+            finally:
+                if held:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))

@@ -1,0 +1,335 @@
+"""The SQLite store: the embedded default, one file (WAL) in the state dir.
+
+One connection per thread (SQLite connections are not shared between threads); writes
+take the database lock up front (``BEGIN IMMEDIATE``) so a writer never fails half-way on
+a busy lock. Jobs and recipe marks stay the JSON files they always were (``jobs/``,
+``scenarios/<S>/<mark>.json``): one machine reads them, and people look at them.
+Locks (:meth:`SQLiteStore.exclusive`) are ``flock``s, so they hold between the processes
+sharing this state dir and die with their holder.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from reef_cli.core import paths
+from reef_cli.core.errors import StateError
+from reef_cli.core.fsutil import atomic_write_text, read_json_object
+from reef_cli.core.records import db_path, now_iso
+from reef_cli.core.store.base import JOURNAL_DIR_NAME
+from reef_cli.core.store.sql import Row, SQLStore
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_records",
+        """
+        CREATE TABLE records (
+            id TEXT PRIMARY KEY,
+            scenario TEXT NOT NULL,
+            release_id INTEGER,
+            session_id TEXT,
+            client_dialect TEXT NOT NULL,
+            upstream_dialect TEXT NOT NULL,
+            model TEXT,
+            stream INTEGER NOT NULL DEFAULT 0,
+            request TEXT,
+            response TEXT,
+            usage TEXT,
+            input_tokens INTEGER,
+            output_tokens INTEGER,
+            latency_ms REAL,
+            first_chunk_ms REAL,
+            status INTEGER,
+            error TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX records_scenario ON records(scenario, created_at);
+        CREATE INDEX records_session ON records(session_id, created_at);
+        """,
+    ),
+    (
+        "0002_reports",
+        """
+        CREATE TABLE reports (
+            id TEXT PRIMARY KEY,
+            scenario TEXT NOT NULL,
+            score REAL,
+            feedback TEXT,
+            refs TEXT NOT NULL,
+            metadata TEXT,
+            content_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE report_refs (
+            report_id TEXT NOT NULL REFERENCES reports(id),
+            record_id TEXT NOT NULL,
+            PRIMARY KEY (report_id, record_id)
+        );
+        CREATE INDEX report_refs_record ON report_refs(record_id);
+        CREATE INDEX reports_scenario ON reports(scenario, created_at);
+        """,
+    ),
+    (
+        "0003_harvested_sessions",
+        """
+        CREATE TABLE harvested_sessions (
+            agent TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            record_session_id TEXT,
+            path TEXT NOT NULL,
+            cwd TEXT,
+            started_at TEXT,
+            ended_at TEXT,
+            model TEXT,
+            turns TEXT NOT NULL,
+            skills_used TEXT NOT NULL,
+            receipts TEXT NOT NULL,
+            harvested_at TEXT NOT NULL,
+            UNIQUE (agent, session_id)
+        );
+        CREATE INDEX harvested_record_session ON harvested_sessions(record_session_id);
+        CREATE INDEX harvested_ended ON harvested_sessions(ended_at);
+        """,
+    ),
+    (
+        "0004_record_state_and_release_source",
+        """
+        ALTER TABLE records ADD COLUMN state TEXT NOT NULL DEFAULT 'complete';
+        ALTER TABLE records ADD COLUMN served_release_id INTEGER;
+        ALTER TABLE records ADD COLUMN release_note TEXT
+        """,
+    ),
+    (
+        "0005_weight_version_and_tokens",
+        """
+        ALTER TABLE records ADD COLUMN weight_version TEXT;
+        ALTER TABLE records ADD COLUMN weight_note TEXT;
+        ALTER TABLE records ADD COLUMN token_ids TEXT;
+        ALTER TABLE records ADD COLUMN logprobs TEXT
+        """,
+    ),
+    (
+        "0006_records_created_at",
+        """
+        CREATE INDEX records_created ON records(created_at)
+        """,
+    ),
+]
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (and migrate) the database at ``path``: WAL, NORMAL sync, a busy timeout.
+
+    The file is created 0600 in a 0700 directory (it holds every prompt); SQLite gives
+    its -wal and -shm files the database file's mode."""
+    try:
+        if path.parent == paths.state_dir():
+            paths.ensure_state_dir()
+        else:
+            paths.ensure_private_dir(path.parent)
+        paths.private_file(path)
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise StateError(
+            f"cannot open the records database {path}: {exc}", "set REEF_HOME to a writable dir"
+        ) from exc
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    migrate(conn)
+    return conn
+
+
+_migrate_lock = threading.Lock()
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every named migration not yet applied, each in its own transaction; return
+    the names applied now."""
+    applied_now: list[str] = []
+    with _migrate_lock:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
+        )
+        for name, sql in MIGRATIONS:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = conn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
+                ).fetchone()
+                if done is None:
+                    for statement in sql.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (name, now_iso()))
+                    applied_now.append(name)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+    return applied_now
+
+
+class _SQLiteTx:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def run(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return self.conn.execute(sql, args).rowcount
+
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[Row]:
+        return self.conn.execute(sql, args).fetchall()
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+
+_JOB_ID = re.compile(r"^job_[0-9A-Za-z]+$")
+
+
+class SQLiteStore(SQLStore):
+    """The store in one SQLite file (``path``; default ``<state dir>/records.sqlite3``)."""
+
+    kind = "sqlite"
+    ORDER = "rowid"
+    SIZE = (
+        "COALESCE(LENGTH(CAST(r.request AS BLOB)), 0)"
+        " + COALESCE(LENGTH(CAST(r.response AS BLOB)), 0)"
+    )
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or db_path()
+        self.url = f"sqlite:///{self.path}"
+        self.journal_dir = self.path.parent / JOURNAL_DIR_NAME
+        self._local = threading.local()
+        connect(self.path).close()  # create + migrate once, up front
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection (each thread opens its own on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def release_thread(self) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[_SQLiteTx]:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield _SQLiteTx(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[Row]:
+        return self.conn.execute(sql, args).fetchall()
+
+    # ------------------------------------------------------------ jobs: jobs/<id>.json
+
+    @property
+    def _jobs_dir(self) -> Path:
+        return paths.state_dir() / "jobs"
+
+    def save_job(self, data: dict[str, Any]) -> None:
+        job_id = str(data["id"])
+        if not _JOB_ID.match(job_id):
+            raise ValueError(f"not a job id: {job_id!r}")
+        paths.ensure_state_dir()
+        paths.ensure_private_dir(self._jobs_dir)
+        text = json.dumps(data, indent=2, default=str) + "\n"
+        atomic_write_text(self._jobs_dir / f"{job_id}.json", text)
+
+    def load_job(self, job_id: str) -> dict[str, Any] | None:
+        if not _JOB_ID.match(job_id):
+            return None
+        try:
+            data = json.loads((self._jobs_dir / f"{job_id}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def jobs(self, *, active_only: bool = False) -> builtins.list[dict[str, Any]]:
+        if not self._jobs_dir.is_dir():
+            return []
+        out = []
+        for path in sorted(self._jobs_dir.glob("job_*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (ValueError, OSError):
+                continue
+            if not isinstance(data, dict):
+                continue
+            if active_only and data.get("state") not in ("queued", "running"):
+                continue
+            out.append(data)
+        out.sort(key=lambda d: str(d.get("created_at") or ""))
+        return out
+
+    # ------------------------------------------------------------ marks: scenarios/<S>/<name>.json
+
+    @staticmethod
+    def _mark_path(scenario: str, name: str) -> Path:
+        return paths.scenarios_dir() / scenario / f"{name}.json"
+
+    def load_mark(self, scenario: str, name: str) -> dict[str, Any] | None:
+        data = read_json_object(self._mark_path(scenario, name))
+        return data or None
+
+    def save_mark(self, scenario: str, name: str, data: dict[str, Any]) -> None:
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        atomic_write_text(self._mark_path(scenario, name), text, 0o600)
+
+    def marks(self) -> builtins.list[tuple[str, str, dict[str, Any]]]:
+        root = paths.scenarios_dir()
+        if not root.is_dir():
+            return []
+        out = []
+        for path in sorted(root.glob("*/*.json")):
+            data = read_json_object(path)
+            if isinstance(data.get("sessions"), dict):
+                out.append((path.parent.name, path.stem, data))
+        return out
+
+    # ------------------------------------------------------------ locks: flock
+
+    @contextlib.contextmanager
+    def exclusive(self, key: str) -> Iterator[bool]:
+        folder = paths.ensure_private_dir(self.path.parent / "locks")
+        name = hashlib.sha256(key.encode()).hexdigest()[:24]
+        fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

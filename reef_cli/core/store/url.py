@@ -1,0 +1,53 @@
+"""Which database the store lives in: ``REEF_DATABASE_URL``, ``database_url``, or none
+(the embedded SQLite file), and how a URL is shown (never with its password)."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+ENV = "REEF_DATABASE_URL"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def database_url(configured: str | None = None) -> str | None:
+    """The database to use: ``$REEF_DATABASE_URL``, else ``configured`` (serve.yaml's
+    ``database_url``), else the ``database_url`` setting; None means the SQLite default."""
+    from_env = os.environ.get(ENV, "").strip()
+    if from_env:
+        return from_env
+    if configured and configured.strip():
+        return configured.strip()
+    from reef_cli.core.config import load_settings
+
+    setting = load_settings().database_url
+    return setting.strip() if setting and setting.strip() else None
+
+
+def scheme_of(url: str) -> str:
+    return url.split(":", 1)[0].lower() if ":" in url else ""
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username or ''}:***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def password_of(url: str | None) -> str | None:
+    """The password in ``url`` (for the log filter to hide), or None."""
+    if not url:
+        return None
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
