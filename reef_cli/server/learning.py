@@ -27,7 +27,8 @@ from reef_cli.core import evidence, jobs, scenarios
 from reef_cli.core import learning_state as ls
 from reef_cli.core.errors import ScenarioNotFound
 from reef_cli.core.jobs import JobRunner
-from reef_cli.core.records import RecordStore, now_iso
+from reef_cli.core.records import now_iso
+from reef_cli.core.store import Store
 from reef_cli.server.config import LearningConfig
 
 log = logging.getLogger("reef.learning")
@@ -61,7 +62,7 @@ class _Seen:
 class LiveLoop:
     """One thread for every learning scenario; one job per scenario at a time."""
 
-    def __init__(self, config: LearningConfig, store: RecordStore, runner: JobRunner) -> None:
+    def __init__(self, config: LearningConfig, store: Store, runner: JobRunner) -> None:
         self.config = config
         self.store = store
         self.runner = runner
@@ -97,7 +98,7 @@ class LiveLoop:
                 self.tick()
                 self._stop.wait(self.config.poll_s)
         finally:
-            self.store.close()  # this thread's connection
+            self.store.release_thread()  # this thread's connection
 
     def covers(self, scenario: str) -> bool:
         """Whether this loop learns for ``scenario`` (listed, or any with traffic)."""
@@ -179,14 +180,38 @@ class LiveLoop:
             state.next_trigger = _waits(
                 "interval", f"min_interval_s: not before {ls.iso(due)}", at=ls.iso(due)
             )
-        elif other := next(iter(jobs.active(name)), None):
-            state.next_trigger = _waits(
-                "job", f"job {other.id} of this scenario is {other.state}", job=other.id
-            )
         else:
-            self._trigger(scenario, state, seen.ready if seen is not None else [])
+            self._trigger_once(scenario, state, seen)
         self._save(scenario, state)
         return state
+
+    def _trigger_once(
+        self, scenario: scenarios.Scenario, state: ls.LearningState, seen: _Seen | None
+    ) -> None:
+        """Start a run unless another replica on this store is starting one or runs one:
+        the decision is made holding the scenario's lock (a PostgreSQL advisory lock
+        between replicas, a file lock between processes on one state dir), and rechecked
+        under it — the active jobs and the evidence — since another replica may have
+        started and finished a run since this one counted."""
+        name = scenario.name
+        with self.store.exclusive(f"live-loop:{name}") as held:
+            if not held:
+                state.next_trigger = _waits(
+                    "replica", "another replica is starting this scenario's run"
+                )
+            elif other := next(iter(jobs.active(name)), None):
+                state.next_trigger = _waits(
+                    "job", f"job {other.id} of this scenario is {other.state}", job=other.id
+                )
+            elif (
+                seen is None
+                or ls.probe(self.store, name, scenario.path, self.config.recipe) != seen.probe
+            ):
+                state.next_trigger = _waits(
+                    "count", "the evidence changed since the last count; recounting shortly"
+                )
+            else:
+                self._trigger(scenario, state, seen.ready)
 
     def _save(self, scenario: scenarios.Scenario, state: ls.LearningState) -> None:
         """Write ``learning.json`` when what it says changed, else at most every
@@ -227,7 +252,7 @@ class LiveLoop:
         )
         if job.state not in CONSUMED or not run.batch or run.recipe in READS_SESSIONS:
             return
-        mark = evidence.Mark.load(scenario.path, run.recipe)
+        mark = evidence.Mark.load(self.store, scenario.name, run.recipe)
         mark.sessions.update(run.batch)
         mark.advance([])
 

@@ -25,6 +25,7 @@ import pytest
 from reef_cli.core import jobs, scenarios
 from reef_cli.core.errors import ServeError
 from reef_cli.core.publishing import publish_files
+from reef_cli.core.records import RecordStore
 from reef_cli.core.tokens import ScopedToken, TokenSet, digest
 from reef_cli.server.app import create_app
 from reef_cli.server.config import LearningConfig, ServeConfig, build, load_file, with_recipe
@@ -299,6 +300,25 @@ def test_one_job_per_scenario_at_a_time_including_jobs_from_the_api(live) -> Non
     second = wait_for(lambda: runner.jobs[1:], "the second job")[0]
     assert stack.state("shop")["last_run"]["job"] == second.id
     assert stack.state("shop")["last_run"]["sessions"] == 3  # the a-batch was consumed
+
+
+def test_a_replica_holding_the_scenarios_lock_holds_the_loop_back(live) -> None:
+    """Another `reef serve` on the same store deciding for the scenario (it holds the
+    scenario's lock) stops this one from starting a run; once it lets go, one run starts."""
+    first_release("shop")
+    runner = Recording(end=None)
+    stack = live(runner, min_interval_s=0)
+    other = RecordStore()  # another process's handle on the same store
+    with other.exclusive("live-loop:shop") as held:
+        assert held
+        for name in ("a1", "a2", "a3"):
+            stack.session("shop", name)
+        wait_for(lambda: stack.state("shop")["next_trigger"]["waits_for"] == "replica", "the lock")
+        stack.polls(5)
+        assert runner.jobs == []
+    wait_for(lambda: runner.jobs, "the job once the lock is free")
+    stack.polls(5)
+    assert len(runner.jobs) == 1
 
 
 def test_with_nothing_to_change_the_served_release_stays(live) -> None:
