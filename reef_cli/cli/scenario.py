@@ -137,7 +137,7 @@ def status(
     and a fresh count of eligible, stale and unscored sessions made here (no server
     needed)."""
     from reef_cli.core import learning_state, scenarios
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store import open_store
 
     scenario = scenarios.get(name)
     state = learning_state.load(scenario.path)
@@ -148,7 +148,7 @@ def status(
     staleness = config.get("max_staleness", 2) if config else 2
     served = scenario.chain().served()
     found = learning_state.count(
-        RecordStore(),
+        open_store(),
         name,
         scenario.path,
         mark,
@@ -219,3 +219,89 @@ def _print_status(data: dict[str, Any]) -> None:
     trigger = data["next_trigger"] or {}
     if trigger:
         line(f"next run: waits for {trigger.get('waits_for')}: {trigger.get('detail')}")
+
+
+# ---------------------------------------------------------------- chain remotes
+
+remote_app = new_app("A scenario's chain remote: share its release chain through a git URL.")
+app.add_typer(remote_app, name="remote")
+
+
+def _print_refs(name: str, refs: dict[str, Any], as_json: bool, head: dict[str, Any]) -> None:
+    """A remote command's answer: one line per chain, or JSON (``refs`` as objects)."""
+    from reef_cli.cli._output import console, print_json
+
+    if as_json:
+        print_json({**head, "refs": {label: state.to_json() for label, state in refs.items()}})
+        return
+    for label, state in refs.items():
+        if label == "weights" and state.state == "empty":
+            continue  # most scenarios have no weight releases: say nothing about them
+        console().print(state.line(name), markup=False, highlight=False, soft_wrap=True)
+
+
+@remote_app.command("add")
+def remote_add(
+    name: NameArg,
+    url: Annotated[str, typer.Argument(help="Any git URL: a bare repo's path, ssh, https.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Share the scenario's chain through URL (created here if missing), then pull."""
+    from reef_cli.cli._output import console
+    from reef_cli.core import remotes
+
+    done = remotes.add(name, url)
+    head = {k: v for k, v in done.items() if k != "refs"}
+    if not as_json:
+        created = " (scenario created here)" if done["created"] else ""
+        replaced = f", replacing {done['replaced']}" if done["replaced"] else ""
+        console().print(
+            f"Chain remote of {name}: {done['url']}{replaced}{created}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    _print_refs(name, done["refs"], as_json, head)
+
+
+@remote_app.command("show")
+def remote_show(name: NameArg, as_json: JsonOpt = False) -> None:
+    """The scenario's remote and each chain against it, as last fetched (no network)."""
+    from reef_cli.cli._output import console
+    from reef_cli.core import remotes
+
+    shown = remotes.show(name)
+    head = {k: v for k, v in shown.items() if k != "refs"}
+    if not as_json:
+        console().print(f"remote: {shown['url']}", markup=False, highlight=False, soft_wrap=True)
+    _print_refs(name, shown["refs"], as_json, head)
+
+
+@remote_app.command("remove")
+def remote_remove(name: NameArg) -> None:
+    """Forget the scenario's remote; the local chain stays as it is."""
+    from reef_cli.cli._output import console
+    from reef_cli.core import remotes
+
+    url = remotes.remove(name)
+    console().print(
+        f"Removed the chain remote of {name} ({url})", markup=False, highlight=False, soft_wrap=True
+    )
+
+
+@app.command()
+def push(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Push local releases to the scenario's remote (refused if it moved since the last
+    pull: pull first)."""
+    from reef_cli.core import remotes
+
+    _print_refs(name, remotes.push(name), as_json, {"scenario": name})
+
+
+@app.command()
+def pull(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Fetch the remote's releases and fast-forward the local chain; never rewrites local
+    history (diverged chains are an error and nothing changes)."""
+    from reef_cli.core import remotes
+
+    _print_refs(name, remotes.pull(name), as_json, {"scenario": name})

@@ -25,6 +25,9 @@ a test checks the list against this tree.
     ├── ReleaseNotFound             1  404  failed
     ├── ChainCorrupt                1  500  failed
     ├── ChainConflict               4  409  failed
+    │   └── ChainDiverged           4  409  failed
+    ├── RemoteError                 3  502  failed
+    ├── RemoteNotSet                1  404  failed
     ├── GateBlocked                 3  422  rejected
     ├── SandboxUnavailable          5  503  failed
     ├── SandboxError                1  500  failed
@@ -240,3 +243,22 @@ class OptionInvalid(ReefError):
     exit_code = 2
     http_status = 400
     kind = "rejected"
+
+
+class ChainDiverged(ChainConflict):
+    """The local chain and its remote's each hold releases the other lacks; a pull never
+    rewrites local history, so a person chooses which to keep."""
+
+
+class RemoteError(ReefError):
+    """A scenario's chain remote cannot be reached, or refused a transfer for a reason other
+    than another publisher's race (no such repository, no access, git-lfs missing)."""
+
+    exit_code = 3
+    http_status = 502
+
+
+class RemoteNotSet(ReefError):
+    """The scenario has no chain remote: push and pull need one."""
+
+    http_status = 404

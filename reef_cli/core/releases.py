@@ -9,6 +9,11 @@ out). Objects are written before the ref moves, so a publish killed at any point
 either no new release or a whole one. Tags ``r<N>`` are conveniences, repaired on publish;
 the chain ref is the truth. The same mechanism holds reefd's weight releases: a ``Chain``
 on ``refs/reef/weights`` with tags ``w<N>`` (``WEIGHTS``), in the same repository.
+
+With a chain remote (``core/remotes.py``) a publish first fetches and catches up with the
+remote, then pushes the new release with a lease on the remote's chain ref, and moves the
+local ref only after the push landed: the remote's ref is then the compare-and-swap that
+decides a race between machines, and the loser rebuilds on the new head the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reef_cli.core.errors import ChainConflict, ChainCorrupt, ReleaseNotFound
+from reef_cli.core.errors import ChainConflict, ChainCorrupt, ChainDiverged, ReleaseNotFound
 from reef_cli.core.tree import content_hash
 
 if TYPE_CHECKING:
@@ -276,11 +281,17 @@ class Chain:
     ) -> Release:
         """Append ``files`` as release N+1; retry on a lost race, then raise ``ChainConflict``.
 
-        Callers run the gate first: this function stores what it is given.
+        Callers run the gate first: this function stores what it is given. With a remote,
+        a race lost there (the push's lease failed) is retried the same way, and a chain
+        that diverged from the remote's is a ``ChainDiverged`` at once.
         """
+        from reef_cli.core import remotes
+
         if META_FILE in files:
             raise ValueError(f"{META_FILE} is reserved for release metadata")
+        link = remotes.link(self)
         for attempt in range(retries + 1):
+            expect = link.catch_up() if link is not None else None
             old = self.head()
             parent = self._meta_of(old).number if old else None
             number = (parent or 0) + 1
@@ -298,7 +309,13 @@ class Chain:
                 **dict(extra or {}),
             )
             commit = self._write_commit(files, meta, old)
-            if self._compare_and_swap(commit, old):
+            if link is not None:
+                landed = link.push(commit, expect)
+                if landed:
+                    self.fast_forward(commit)  # the remote has it: local follows
+            else:
+                landed = self._compare_and_swap(commit, old)
+            if landed:
                 release = Release(number, commit, meta, self.tag_prefix)
                 self._repair_tags()
                 return release
@@ -313,6 +330,31 @@ class Chain:
         raise ChainConflict(
             f"another publisher kept advancing the chain; gave up after {retries + 1} tries",
             "run the command again (raise publish_retries with `reef config set` if it persists)",
+        )
+
+    def fast_forward(self, new: str) -> bool:
+        """Move the ref to ``new`` when that only adds releases (the head is an ancestor of
+        it), by compare-and-swap; False when the head holds ``new`` already. Anything else
+        is a ``ChainDiverged``: history is never rewritten."""
+        from reef_cli.core.remotes import is_ancestor
+
+        for attempt in range(50):
+            old = self.head()
+            if old == new or (old is not None and is_ancestor(self.git_dir, new, old)):
+                return False
+            if old is not None and not is_ancestor(self.git_dir, old, new):
+                raise ChainDiverged(
+                    f"{self.git_dir}: {self.ref} moved to {old[:12]}, which {new[:12]} does "
+                    "not build on; a pull never rewrites local history",
+                    "see docs/remotes.md (diverged chains)",
+                )
+            if self._compare_and_swap(new, old):
+                self._repair_tags()
+                return True
+            time.sleep(0.005 * (1 + attempt))
+        raise ChainConflict(
+            f"{self.git_dir}: {self.ref} kept moving while it was fast-forwarded",
+            "run the command again",
         )
 
     def _write_commit(self, files: Mapping[str, str], meta: ReleaseMeta, parent: str | None) -> str:

@@ -25,6 +25,8 @@ from reef_cli.server.learning import LiveLoop
 from reef_cli.server.proxy import Proxy
 from reef_cli.server.recorder import Recorder
 from reef_cli.server.release_cache import ReleaseCache
+from reef_cli.server.remote_sync import RemoteSync
+from reef_cli.server.retention_task import RetentionTask
 from reef_cli.server.upstream import Upstream
 
 log = logging.getLogger("reef.serve")
@@ -91,6 +93,12 @@ def create_app(
     loop = (
         LiveLoop(config.reef, store, jobs) if config.reef is not None and jobs is not None else None
     )
+    # a team's housekeeping: pull chain remotes (a publish anywhere is served here within
+    # remote_poll_seconds) and keep records within the configured budget
+    housekeeping: list[RemoteSync | RetentionTask] = [
+        RemoteSync(config.remote_poll_seconds),
+        RetentionTask(store),
+    ]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -101,9 +109,13 @@ def create_app(
             worker.start()
         if loop is not None:
             loop.start()  # after the worker: the first poll may submit a job
+        for task in housekeeping:
+            task.start()
         try:
             yield
         finally:
+            for task in housekeeping:
+                task.stop()
             if loop is not None:
                 loop.stop()
             if worker is not None:
@@ -132,6 +144,7 @@ def create_app(
     app.state.proxy = proxy
     app.state.jobs = worker
     app.state.learning = loop
+    app.state.housekeeping = housekeeping
 
     app.add_route("/v1/chat/completions", proxy.chat_completions, ["POST"], include_in_schema=False)
     app.add_route("/v1/messages", proxy.messages, ["POST"], include_in_schema=False)
