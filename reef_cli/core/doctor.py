@@ -81,6 +81,24 @@ def _state_dir() -> Row:
     return Row("state dir", "ok", f"{root} (writable)")
 
 
+def _records_store() -> Row:
+    """Where records go, and whether that database answers (a team's PostgreSQL)."""
+    from reef_cli.core.errors import ReefError
+    from reef_cli.core.store import database_url, open_store
+
+    try:
+        url = database_url()
+        if not url:
+            return Row("records store", "ok", "SQLite in the state dir (the default)")
+        store = open_store(url)
+    except ReefError as exc:
+        return Row("records store", "fail", exc.message, exc.hint or "")
+    try:
+        return Row("records store", "ok", f"{store.kind} at {store.url} (reachable, migrated)")
+    finally:
+        store.close()
+
+
 def _embedded_model() -> Row:
     """The embedded model in use: installed, verified (from the verification cache: no
     hashing here), and the runtime that runs it."""
@@ -274,6 +292,7 @@ def run_checks(
         _model(),
         _ollama(),
         _state_dir(),
+        _records_store(),
         *(install_rows or []),
         *_shadowing(),
     ]

@@ -93,3 +93,18 @@ def test_sandbox_none_is_said_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "REEF_SANDBOX" not in rows
     [mode] = rows["sandbox: mode"]
     assert mode["status"] == "warn" and "NOT isolated" in mode["detail"]
+
+
+def test_the_records_store_row_checks_the_configured_database(
+    monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    _, rows = _doctor()
+    assert rows["records store"][0]["detail"].startswith("SQLite")
+    monkeypatch.setenv("REEF_DATABASE_URL", postgres_url)
+    _, rows = _doctor()
+    [store] = rows["records store"]
+    assert store["status"] == "ok" and store["detail"].startswith("postgresql at ")
+    monkeypatch.setenv("REEF_DATABASE_URL", f"postgresql://u:pw9@127.0.0.1:{_closed_port()}/d")
+    code, rows = _doctor()
+    [store] = rows["records store"]
+    assert code == 1 and store["status"] == "fail" and "pw9" not in json.dumps(store)
