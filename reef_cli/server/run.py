@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -95,9 +96,14 @@ def serve(
     # switch interval keeps it from holding up a response for the default 5 ms.
     sys.setswitchinterval(0.0002)
 
+    from reef_cli.core.store import url
     from reef_cli.server.app import create_app
 
     accepted = token_set(config)
+    if config.database_url and not os.environ.get(url.ENV):
+        # serve.yaml's database applies to the whole process: the jobs it runs and the
+        # recipes they start open the store the same way (sandboxed agents see no env)
+        os.environ[url.ENV] = config.database_url
     config, _embedded_thread = with_default_upstream(config)  # lives as long as serve
     app = create_app(config, tokens=accepted, jobs=jobs)
     upstream = app.state.upstream
@@ -111,9 +117,7 @@ def serve(
         f"reef serve: http://{config.host}:{config.port} -> {target}; auth: {auth}; "
         f"recording: {f'on ({app.state.store.url})' if config.record else 'off'}"
     )
-    from reef_cli.core.store.url import database_url, password_of
-
-    configure_logging(upstream.key, password_of(database_url(config.database_url)))
+    configure_logging(upstream.key, url.password_of(url.database_url()))
     try:
         uvicorn.run(app, host=config.host, port=config.port, **uvicorn_options(config))
     except OSError as exc:
