@@ -8,7 +8,8 @@
 #                           main job: `reef quickstart` (no API key, no server to start)
 #   ./install.sh --run --lite    the same on the lite model (SmolLM2-135M, 94 MB) only
 #   ./install.sh --tour     install, then run the 5-minute tour (scripts/tour.sh)
-#   ./install.sh --dev      also install the test tools and reefd's CPU stack (lite model)
+#   ./install.sh --dev      also install the test tools, PostgreSQL (the tests start their
+#                           own cluster) and reefd's CPU stack (lite model)
 #   ./install.sh --reefd    also install reefd's CPU stack (torch 2.13.0, transformers, peft)
 #   ./install.sh --dev --check   install test tools, then run every check CI runs
 set -euo pipefail
@@ -23,7 +24,7 @@ for arg in "$@"; do
     --lite) LITE=1 ;;
     --reefd) REEFD=1 ;;
     --check) CHECK=1 DEV=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (fix: see ./install.sh --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,8 +40,12 @@ fi
 # ripgrep: opencode's glob/grep/skill tools run `rg` (it would download one otherwise)
 APT_PACKAGES=(git git-lfs bubblewrap passt ca-certificates python3 python3-venv python3-pip
               build-essential cmake util-linux ripgrep)
-# wrk drives the proxy bench; chromium renders release pages in the tests (headless)
-if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk chromium); fi
+# wrk drives the proxy bench; chromium renders release pages in the tests (headless);
+# postgresql: the server binaries the tests start a throwaway cluster from (tests/fakes/
+# postgres.py: initdb in a temp dir, a free port). Debian's package also creates a system
+# cluster on port 5432 and starts it where services may start (not in a container with
+# policy-rc.d); the tests never use it, so it is left as the system has it.
+if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk chromium postgresql); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
@@ -78,7 +83,7 @@ fi
 PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 EXTRAS=""
 [ "$REEFD" = 1 ] && EXTRAS="[reefd]"
-[ "$DEV" = 1 ] && EXTRAS="[dev,tasks,reefd]"
+[ "$DEV" = 1 ] && EXTRAS="[dev,tasks,reefd,postgres]"
 say "pip install -e .$EXTRAS"
 "${PIP[@]}" install -e ".$EXTRAS"
 

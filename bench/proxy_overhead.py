@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/proxy_overhead.py [--duration 5] [--litellm PATH | --no-litellm]
         [--variants journal-off,no-record,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
-        [-c serve.yaml | --no-live-loop] [--no-responses]
+        [-c serve.yaml | --no-live-loop] [--no-responses] [--no-postgres | --stores]
 
 Starts a fast scripted upstream (uvicorn + bare Starlette: answers at once, 20 SSE chunks
 when streaming), then measures, with wrk as the load generator:
@@ -22,6 +22,12 @@ when streaming), then measures, with wrk as the load generator:
               as bytes to the upstream's /v1/responses; against `bare relay: responses`
               (the bare relay with that route) and `direct: responses` (the upstream's)
               (--no-responses leaves the three Responses rows and reef: responses out)
+  reef: postgresql  the same reef serve recording to PostgreSQL (REEF_DATABASE_URL) instead
+              of SQLite: a throwaway cluster the bench starts (tests/fakes/postgres.py: initdb
+              in a temp dir, a free port) with PostgreSQL's durable defaults (fsync and
+              synchronous_commit on); its ratios are printed against the bare relay and
+              against reef serve on SQLite (--no-postgres leaves it out; --stores runs only
+              direct, bare relay, reef serve and this row)
   reef: X     reef serve with one thing changed (--variants), to find what the tail costs:
               journal-off (no receipt journal), no-record (--no-record), gc-freeze
               (gc.freeze() after start-up), gc-off (no cyclic GC), switch-default
@@ -56,7 +62,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -204,7 +210,9 @@ if variant == "switch-50us":
 if variant == "gc-off":
     gc.disable()
 if variant == "executemany":  # the insert before the multi-row statement
-    from reef_cli.core import records
+    from reef_cli.core.records import record_values
+    from reef_cli.core.store import sql as store_sql
+    from reef_cli.core.store.sqlite import SQLiteStore
 
     def insert_many(self, recs):
         if not recs:
@@ -212,13 +220,13 @@ if variant == "executemany":  # the insert before the multi-row statement
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany(records._upsert(1), [records._row_values(r) for r in recs])
+            conn.executemany(store_sql.upsert_sql(1), [record_values(r) for r in recs])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
 
-    records.RecordStore.insert_many = insert_many
+    SQLiteStore.insert_many = insert_many
 if variant == "gc-freeze":
     started = proxy_module.Proxy.start
 
@@ -266,6 +274,10 @@ VARIANTS = (
     "switch-50us",
     "executemany",
 )
+# The PostgreSQL row: durable settings as a team's server runs them (the tests' cluster turns
+# fsync and synchronous commit off; a bench of the store should not).
+POSTGRES_ROW = "reef: postgresql"
+POSTGRES_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 PORTKEY_PACKAGE = "@portkey-ai/gateway@1.15.2"
 LITELLM_VERSION = "1.110.2"  # when the bench runs outside Reef's venv
 
@@ -574,6 +586,68 @@ def responses_ratios(results: dict[str, dict[str, float | None]]) -> list[str]:
     return lines
 
 
+def start_postgres() -> Any:
+    """A throwaway PostgreSQL cluster (tests/fakes/postgres.py) for the `reef: postgresql`
+    row; ``Skip`` with the reason when PostgreSQL or psycopg is not installed."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        import psycopg  # noqa: F401 - the server needs it; say so here, not in its log
+
+        from tests.fakes.postgres import PostgresCluster, PostgresMissing
+    except ImportError as exc:
+        raise Skip(f"{exc} (pip install -e '.[postgres]')") from None
+    try:
+        return PostgresCluster.start(settings=POSTGRES_SETTINGS)
+    except PostgresMissing as exc:
+        raise Skip(f"{exc} (apt-get install postgresql)") from None
+
+
+def postgres_records(url: str) -> int | None:
+    """How many records the PostgreSQL row wrote (None when the table cannot be read)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT COUNT(*) FROM records").fetchone()
+    except psycopg.Error:
+        return None
+    return int(row[0]) if row else None
+
+
+def store_ratios(results: dict[str, dict[str, float | None]]) -> list[str]:
+    """reef serve on PostgreSQL against the bare relay (the targets every reef row is held to)
+    and against reef serve on SQLite, from the same run."""
+    pg = results.get(POSTGRES_ROW)
+    if pg is None or pg.get("p50") is None:
+        return []  # left out (--no-postgres, not installed), or its own line says why
+    rows = {name: results.get(name) or {} for name in ("direct", "bare relay", "reef serve")}
+    missing = [name for name, r in rows.items() if r.get("p50") is None]
+    if missing:
+        return [f"no ratio for {POSTGRES_ROW}: {' and '.join(missing)} has no result"]
+    d, b, sq = rows["direct"], rows["bare relay"], rows["reef serve"]
+    added_b = max(b["p50"] - d["p50"], 0.001)  # type: ignore[operator]
+    added_s = max(sq["p50"] - d["p50"], 0.001)  # type: ignore[operator]
+    added_p = pg["p50"] - d["p50"]  # type: ignore[operator]
+    lines = [
+        f"ratio added p50, reef postgresql / bare relay: {added_p / added_b:.2f}  (target <= 2); "
+        f"/ reef serve (sqlite): {added_p / added_s:.2f}; added {added_p:.3f} vs "
+        f"{added_s:.3f} ms (sqlite)"
+    ]
+    if pg.get("rps16") and b.get("rps16") and sq.get("rps16"):
+        lines.append(
+            f"ratio c=16 throughput, reef postgresql / bare relay: "
+            f"{pg['rps16'] / b['rps16']:.2f}  (target >= 0.5); / reef serve (sqlite): "  # type: ignore[operator]
+            f"{pg['rps16'] / sq['rps16']:.2f}"  # type: ignore[operator]
+        )
+    if pg.get("p99") is not None and sq.get("p99") is not None:
+        lines.append(
+            f"p99 c=1, reef postgresql / reef serve (sqlite): {pg['p99']:.3f} / "
+            f"{sq['p99']:.3f} ms; c=16: {fmt(pg.get('p99_16'), '.3f')} / "
+            f"{fmt(sq.get('p99_16'), '.3f')} ms"
+        )
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=5)
@@ -606,7 +680,22 @@ def main() -> None:
         help="leave out the Responses rows (reef: responses, reef: responses relay, and the "
         "bare relay and direct rows on /v1/responses)",
     )
+    ap.add_argument(
+        "--no-postgres",
+        action="store_true",
+        help="leave out the `reef: postgresql` row (reef serve recording to PostgreSQL)",
+    )
+    ap.add_argument(
+        "--stores",
+        action="store_true",
+        help="only direct, bare relay, reef serve (SQLite) and reef: postgresql: no live "
+        "loop, variants, Responses rows, nginx or peers",
+    )
     args = ap.parse_args()
+    if args.stores:
+        if args.no_postgres or args.variants:
+            sys.exit("--stores runs the store rows only: drop --no-postgres and --variants")
+        args.no_live_loop = args.no_responses = args.no_litellm = args.no_portkey = True
     variants = [v for v in args.variants.split(",") if v]
     if not args.no_live_loop and "live-loop" not in variants:
         variants.insert(0, "live-loop")
@@ -624,7 +713,7 @@ def main() -> None:
         )
     procs: list[subprocess.Popen] = []
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "REEF_DATABASE_URL"},  # SQLite rows
         "REEF_HOME": str(tmp / "home"),
         "REEF_TOKEN": TOKEN,
         "PYTHONPATH": str(ROOT),
@@ -639,6 +728,8 @@ def main() -> None:
         return proc
 
     homes: dict[str, Path] = {}
+    cluster: Any = None
+    pg_url = ""
     bases: dict[str, str] = {}  # row -> the direct row its added latency is taken from
     results: dict[str, dict[str, float | None]] = {}
     why_not: dict[str, str] = {}
@@ -705,7 +796,27 @@ def main() -> None:
                 responses_rows.insert(0, Target("reef: responses", port, reef_auth, RESPONSES_PATH))
         targets += responses_rows
 
-        if shutil.which("nginx"):
+        if args.no_postgres:
+            print(f"skip {POSTGRES_ROW}: --no-postgres")
+        else:
+            try:
+                cluster = start_postgres()
+                pg_url = cluster.create_database("bench")
+                port = free_port()
+                start(
+                    [PY, str(tmp / "reef.py"), str(port), f"http://127.0.0.1:{up}", ""],
+                    port,
+                    REEF_HOME=str(tmp / "home-postgresql"),
+                    REEF_DATABASE_URL=pg_url,
+                )
+                at = next(i for i, t in enumerate(targets) if t.name == "reef serve") + 1
+                targets.insert(at, Target(POSTGRES_ROW, port, reef_auth))  # beside SQLite's
+            except (Skip, RuntimeError, OSError) as exc:
+                print(f"skip {POSTGRES_ROW}: {exc}")
+
+        if args.stores:
+            print("skip nginx: --stores")
+        elif shutil.which("nginx"):
             port = free_port()
             (tmp / "nginx" / "tmp").mkdir(parents=True)
             conf = tmp / "nginx" / "nginx.conf"
@@ -832,12 +943,17 @@ def main() -> None:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        pg_count = postgres_records(pg_url) if pg_url else None
+        if cluster is not None:
+            cluster.stop()
     records: dict[str, int] = {}
     for name, home in homes.items():
         db = home / "records.sqlite3"
         if db.exists():
             with sqlite3.connect(db) as conn:
                 records[name] = conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+    if pg_count is not None:
+        records[POSTGRES_ROW] = pg_count
     d = results.get("direct", {})
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
@@ -861,6 +977,8 @@ def main() -> None:
     for name, count in records.items():
         print(f"{name} recorded {count} exchanges during the run")
     for line in responses_ratios(results):
+        print(line)
+    for line in store_ratios(results):
         print(line)
     b, reef = results.get("bare relay"), results.get("reef serve")
     if not (d and b and reef) or None in (d["p50"], b["p50"], reef["p50"]):

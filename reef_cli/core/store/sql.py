@@ -58,6 +58,21 @@ _ON_CONFLICT = (
 )
 
 
+_UPSERTS: dict[int, str] = {}
+
+
+def upsert_sql(rows: int) -> str:
+    """``INSERT … VALUES (…),(…) ON CONFLICT …`` for ``rows`` rows (cached)."""
+    sql = _UPSERTS.get(rows)
+    if sql is None:
+        sql = _UPSERTS[rows] = (
+            f"INSERT INTO records ({','.join(RECORD_COLUMNS)}) VALUES "
+            + ",".join([_ROW_MARKS] * rows)
+            + _ON_CONFLICT
+        )
+    return sql
+
+
 def collapse(records: Sequence[Record]) -> builtins.list[Record]:
     """One row per id, the one a sequence of upserts would leave: a later row replaces an
     earlier one unless it would move it back. (PostgreSQL refuses a statement that
@@ -127,12 +142,7 @@ class SQLStore(Store):
             # trips, and for SQLite fewer GIL hand-overs (docs/performance.md).
             for start in range(0, len(rows), CHUNK):
                 chunk = rows[start : start + CHUNK]
-                sql = (
-                    f"INSERT INTO records ({','.join(RECORD_COLUMNS)}) VALUES "
-                    + ",".join([_ROW_MARKS] * len(chunk))
-                    + _ON_CONFLICT
-                )
-                tx.run(sql, [v for row in chunk for v in row])
+                tx.run(upsert_sql(len(chunk)), [v for row in chunk for v in row])
 
     def _column_of(self, column: str, record_ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}
