@@ -25,6 +25,7 @@ from reef_cli.core.reports import (
 )
 from reef_cli.core.store import Store
 from reef_cli.core.tokens import Grant
+from reef_cli.server import replicas
 
 bearer = HTTPBearer(auto_error=False, description="the Reef token (`reef token`)")
 
@@ -137,26 +138,6 @@ def path_scenario(scenario: str, grant: Grant = Depends(grant_of)) -> str:
     return scenario
 
 
-# A receipt another replica handed out reaches the shared store with that replica's next
-# batch (milliseconds); a report sent at once to this replica waits this long for it.
-OTHER_REPLICA_WAIT_S = 3.0
-
-
-async def _await_other_replicas(
-    store: Store, references: list[str], known: dict[str, str]
-) -> dict[str, str]:
-    """``known`` once every reference has a record, or when ``OTHER_REPLICA_WAIT_S``
-    passed (a receipt no replica ever gave out is then refused as unknown)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + OTHER_REPLICA_WAIT_S
-    pause = 0.01
-    while len(known) < len(references) and loop.time() < deadline:
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.2)
-        known = await asyncio.to_thread(store.exists, references)
-    return known
-
-
 async def _report_scenario(request: Request, report: ReportIn, grant: Grant) -> str:
     """The scenario a report is stored in, authorised before anything is written.
 
@@ -177,8 +158,10 @@ async def _report_scenario(request: Request, report: ReportIn, grant: Grant) -> 
         if len(known) < len(report.references) and recorder is not None:
             await asyncio.to_thread(recorder.flush, 10.0)
             known = await asyncio.to_thread(store.exists, report.references)
-        if len(known) < len(report.references) and store.kind != "sqlite":
-            known = await _await_other_replicas(store, report.references, known)
+        refs = report.references
+        known = await replicas.read_until(
+            store, lambda: store.exists(refs), lambda found: len(found) == len(refs), known
+        )
         refuse_unknown(report.references, known)
     referenced = sorted(set(known.values()))
     for name in ([header] if header is not None else []) + referenced:

@@ -12,12 +12,14 @@ request sent with ``store: false`` is not kept, as the API promises.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from reef_cli.core.records import RecordNotFound
 from reef_cli.core.store import Store
+from reef_cli.server import replicas
 from reef_cli.server import translate_responses as tr
 
 RESPONSE_PREFIX = "resp_"
@@ -94,7 +96,9 @@ class Conversations:
             kept = self._recent.get(current)
             turn = kept[0] if kept is not None else None
             if turn is None:
-                turn = await asyncio.to_thread(self._read, current)
+                read = functools.partial(self._read, current)
+                turn = await asyncio.to_thread(read)
+                turn = await replicas.read_until(self.store, read, lambda t: t is not None, turn)
             if turn is None or turn.scenario != scenario:
                 return None
             turns.append(turn)
