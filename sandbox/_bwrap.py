@@ -147,14 +147,31 @@ def run_bwrap(
 ) -> Result:
     bwrap = require_bwrap()
     pasta = require_pasta() if policy.allow else None
-    if os.geteuid() == 0:
-        return _Run(bwrap, pasta, argv, workdir, policy, sandbox_ids()).go(on_output)
-    if pasta and not tun_usable():
+    root_ids = sandbox_ids() if os.geteuid() == 0 else None
+    if root_ids is None and pasta and not tun_usable():
         raise SandboxUnavailable(
             "pasta cannot open /dev/net/tun as a normal user here, so no port can be allowed",
             "make /dev/net/tun read-write for users (mode 0666), or run Reef as root",
         )
-    return _Run(bwrap, pasta, argv, workdir, policy, None).go(on_output)
+    result = _Run(bwrap, pasta, argv, workdir, policy, root_ids).go(on_output)
+    if _setup_flaked(result):  # the command never ran: one more try
+        result = _Run(bwrap, pasta, argv, workdir, policy, root_ids).go(on_output)
+    return result
+
+
+# bwrap's own failure to bring up the new namespace's loopback, before it ran anything; seen
+# now and then on a busy host (``bwrap: loopback: Failed RTM_NEWADDR: No child processes``)
+_LOOPBACK_FLAKE = "bwrap: loopback: "
+
+
+def _setup_flaked(result: Result) -> bool:
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    return (
+        result.returncode == 1
+        and not result.stdout
+        and len(lines) == 1
+        and lines[0].startswith(_LOOPBACK_FLAKE)
+    )
 
 
 class _Run:
