@@ -1,8 +1,11 @@
-"""`reef records list|show|export`: the recorded inference exchanges."""
+"""`reef records list|show|export|stats|evict|migrate`: the recorded inference exchanges."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -24,9 +27,9 @@ def list_records(
     from rich.console import Console
     from rich.table import Table
 
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store import open_store
 
-    rows = RecordStore().list(scenario=scenario, session_id=session, limit=limit)
+    rows = open_store().list(scenario=scenario, session_id=session, limit=limit)
     if as_json:
         typer.echo(json.dumps([r.summary() for r in rows], indent=2))
         return
@@ -64,9 +67,9 @@ def show(receipt: str = typer.Argument(..., help="the receipt (x-reef-agent-reco
     """Print one record as JSON: request, response, usage, latency, status."""
     import json
 
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store import open_store
 
-    typer.echo(json.dumps(RecordStore().get(receipt).to_json(), indent=2, ensure_ascii=False))
+    typer.echo(json.dumps(open_store().get(receipt).to_json(), indent=2, ensure_ascii=False))
 
 
 @app.command("export")
@@ -80,11 +83,11 @@ def export(
     import json
     import sys
 
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store import open_store
 
     out = output.open("w", encoding="utf-8") if output else sys.stdout
     try:
-        items = RecordStore().iter(scenario=scenario, since=since)
+        items = open_store().iter(scenario=scenario, since=since)
         if jsonl:
             for rec in items:
                 out.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
@@ -94,3 +97,184 @@ def export(
     finally:
         if output:
             out.close()
+
+
+def _size(nbytes: int) -> str:
+    """Decimal units, as ``records_max_gb`` counts them."""
+    value = float(nbytes)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+@app.command("stats")
+def stats(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Records and bytes per scenario, what eviction keeps, and the budget."""
+    from reef_cli.core import retention
+    from reef_cli.core.config import load_settings
+    from reef_cli.core.store import open_store
+
+    settings = load_settings()
+    store = open_store()
+    try:
+        sizes = store.sizes()
+        cited = len(store.exists(sorted(retention.cited_receipts())))
+    finally:
+        store.close()
+    total = {
+        "records": sum(s.records for s in sizes),
+        "bytes": sum(s.bytes for s in sizes),
+        "referenced": sum(s.referenced for s in sizes),
+        "cited": cited,
+    }
+    budget = {
+        "max_gb": settings.records_max_gb,
+        "max_age_days": settings.records_max_age_days,
+    }
+    if as_json:
+        from reef_cli.cli._output import print_json
+
+        print_json(
+            {
+                "store": {"kind": store.kind, "url": store.url},
+                "scenarios": [s.to_json() for s in sizes],
+                "total": total,
+                "budget": budget,
+            }
+        )
+        return
+    _print_stats(store.url, sizes, total, budget)
+
+
+def _print_stats(url: str, sizes: list[Any], total: dict[str, int], budget: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from reef_cli.cli._output import console
+
+    table = Table("scenario", "records", "size", "oldest", "newest", "referenced", title=url)
+    for s in sizes:
+        table.add_row(
+            s.scenario,
+            str(s.records),
+            _size(s.bytes),
+            (s.oldest or "-")[:19],
+            (s.newest or "-")[:19],
+            str(s.referenced),
+        )
+    table.add_row("total", str(total["records"]), _size(total["bytes"]), "", "", "")
+    console().print(table)
+    kept = f"kept whatever the budget: {total['referenced']} referenced by reports"
+    console().print(f"{kept}, {total['cited']} cited by releases")
+    limits = []
+    if budget["max_gb"] is not None:
+        limits.append(f"{budget['max_gb']:g} GB")
+    if budget["max_age_days"] is not None:
+        limits.append(f"{budget['max_age_days']:g} days")
+    console().print(
+        f"budget: {', '.join(limits)}"
+        if limits
+        else "budget: none (reef config set records_max_gb 5 / records_max_age_days 90)"
+    )
+
+
+@app.command("evict")
+def evict(
+    max_gb: float | None = typer.Option(
+        None, "--max-gb", min=0, help="size budget for this run (default: records_max_gb)"
+    ),
+    max_age_days: float | None = typer.Option(
+        None,
+        "--max-age-days",
+        min=0,
+        help="age budget for this run (default: records_max_age_days)",
+    ),
+) -> None:
+    """Evict the oldest records past the budget now.
+
+    `reef serve` does this periodically. Never a record a report references or a release
+    cites as evidence."""
+    from reef_cli.core import retention
+    from reef_cli.core.config import load_settings
+    from reef_cli.core.store import open_store
+
+    settings = load_settings()
+    if max_gb is None and max_age_days is None and not retention.budget_set(settings):
+        typer.echo(
+            "no records budget set: nothing to evict "
+            "(reef config set records_max_gb 5, or pass --max-gb / --max-age-days)"
+        )
+        return
+    store = open_store()
+    try:
+        gone = retention.enforce(store, settings, max_gb=max_gb, max_age_days=max_age_days)
+    finally:
+        store.close()
+    typer.echo(f"evicted {gone.records} records ({_size(gone.bytes)})")
+
+
+@contextmanager
+def _bar() -> Iterator[Callable[[str, int, int], None]]:
+    """A rich progress bar per kind on a terminal; silence otherwise."""
+    import sys
+
+    if not sys.stderr.isatty():
+        yield lambda _kind, _done, _total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from reef_cli.cli._output import err_console
+
+    with Progress(
+        TextColumn("{task.description:>9}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console(),
+    ) as progress:
+        tasks: dict[str, Any] = {}
+
+        def tick(kind: str, done: int, total: int) -> None:
+            if kind not in tasks:
+                tasks[kind] = progress.add_task(kind, total=total)
+            progress.update(tasks[kind], completed=done, total=total)
+
+        yield tick
+
+
+@app.command("migrate")
+def migrate(
+    to: str = typer.Option(..., "--to", help="the database to copy into: postgresql://…"),
+    source_url: str | None = typer.Option(
+        None, "--from", help="the database to copy from (default: the current store)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Copy this store into another database (SQLite into PostgreSQL).
+
+    Records, reports, harvested sessions, jobs and marks. Idempotent and resumable: what
+    the target holds already is skipped, so an interrupted run is finished by running it
+    again. Stop `reef serve` first; then point it at the new database (reef config set
+    database_url URL)."""
+    from reef_cli.core.store import open_store
+    from reef_cli.core.store.migrate import check_distinct, copy_store
+
+    source = open_store(source_url)
+    try:
+        check_distinct(source.url, to)
+        target = open_store(to)
+        try:
+            with _bar() as tick:
+                result = copy_store(source, target, tick)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    if as_json:
+        from reef_cli.cli._output import print_json
+
+        print_json(result.to_json())
+        return
+    for kind, counts in result.kinds.items():
+        typer.echo(f"{kind}: {counts.copied} copied, {counts.present} already there")
+    typer.echo(f"{result.source} -> {result.target}: counts match")

@@ -1,6 +1,7 @@
 """Retention inside `reef serve`: records beyond the configured budget
-(``records_max_gb``, ``records_max_age_days``) are evicted oldest first, every
-``interval`` seconds, by one replica at a time (the store's ``retention`` lock).
+(``records_max_gb``, ``records_max_age_days``) are evicted oldest first, once soon after
+start and then every ``interval`` seconds, by one replica at a time (``core.retention``
+holds the store's lock for it).
 
 What may go is ``core.retention``'s business (never a record a report references or a
 release cites); this thread only runs it, and a failure is logged, never raised.
@@ -15,6 +16,7 @@ from reef_cli.core.store import Store
 
 log = logging.getLogger("reef.serve")
 INTERVAL_S = 600.0
+FIRST_RUN_S = 30.0  # after start-up's own work, not in its way
 
 
 class RetentionTask:
@@ -37,8 +39,10 @@ class RetentionTask:
 
     def _run(self) -> None:
         try:
-            while not self._stop.wait(self.interval):
+            wait = FIRST_RUN_S
+            while not self._stop.wait(wait):
                 self.run_once()
+                wait = self.interval
         finally:
             self.store.release_thread()
 
@@ -47,13 +51,7 @@ class RetentionTask:
         from reef_cli.core.config import load_settings
 
         try:
-            settings = load_settings()
-            if settings.records_max_gb is None and settings.records_max_age_days is None:
-                return
-            with self.store.exclusive("retention") as held:
-                if not held:
-                    return  # another replica is evicting now
-                gone = retention.enforce(self.store, settings)
+            gone = retention.enforce(self.store, load_settings())  # one replica at a time
             if gone.records:
                 log.info("retention: evicted %d record(s), %.1f MB", gone.records, gone.bytes / 1e6)
         except Exception as exc:  # the next interval tries again
