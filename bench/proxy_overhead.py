@@ -30,7 +30,8 @@ when streaming), then measures, with wrk as the load generator:
               direct, bare relay, reef serve and this row)
   reef: X     reef serve with one thing changed (--variants), to find what the tail costs:
               journal-off (no receipt journal), no-record (--no-record), gc-freeze
-              (gc.freeze() after start-up), gc-off (no cyclic GC), switch-default
+              (gc.freeze() after start-up; reef serve now does it itself), no-gc-freeze (without it),
+              gc-off (no cyclic GC), switch-default
               (Python's 5 ms GIL switch interval instead of reef's 0.2 ms), switch-50us,
               executemany (rows inserted with executemany, one GIL round trip per row)
   nginx       proxy_pass (where nginx is installed)
@@ -209,6 +210,8 @@ if variant == "switch-50us":
     sys.setswitchinterval = lambda interval, set_=sys.setswitchinterval: set_(0.00005)
 if variant == "gc-off":
     gc.disable()
+if variant == "no-gc-freeze":  # reef serve without its gc.freeze() after start-up
+    gc.freeze = lambda: None
 if variant == "executemany":  # the insert before the multi-row statement
     from reef_cli.core.records import record_values
     from reef_cli.core.store import sql as store_sql
@@ -269,6 +272,7 @@ VARIANTS = (
     "journal-off",
     "no-record",
     "gc-freeze",
+    "no-gc-freeze",
     "gc-off",
     "switch-default",
     "switch-50us",

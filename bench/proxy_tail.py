@@ -1,7 +1,7 @@
 # ruff: noqa: E501
 """Where reef serve's c=1 latency tail comes from: one instrumented run.
 
-    .venv/bin/python bench/proxy_tail.py [--duration 5] [--variant ""|no-record|gc-freeze|gc-off|switch-default|switch-50us]
+    .venv/bin/python bench/proxy_tail.py [--duration 5] [--variant ""|no-record|gc-freeze|no-gc-freeze|gc-off|switch-default|switch-50us]
 
 Starts the scripted upstream of proxy_overhead.py and `reef serve` (recording, journal
 on) with probes inside: every cyclic-GC pass (generation, pause), every recorder batch
@@ -45,6 +45,8 @@ def on_gc(phase, info):
             stats["gc"].append((info["generation"], (time.perf_counter() - t0) * 1000,
                                 threading.current_thread().name))
 gc.callbacks.append(on_gc)
+if variant == "no-gc-freeze":  # reef serve without its gc.freeze() after start-up
+    gc.freeze = lambda: None
 if variant == "gc-off":
     gc.disable()
 
