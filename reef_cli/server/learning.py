@@ -17,7 +17,6 @@ may quote a person's session), and the next poll tries again.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,6 +29,7 @@ from reef_cli.core.jobs import JobRunner
 from reef_cli.core.records import now_iso
 from reef_cli.core.store import Store
 from reef_cli.server.config import LearningConfig
+from reef_cli.server.periodic import Periodic
 
 log = logging.getLogger("reef.learning")
 
@@ -59,15 +59,16 @@ class _Seen:
     took: float  # seconds the full count took
 
 
-class LiveLoop:
+class LiveLoop(Periodic):
     """One thread for every learning scenario; one job per scenario at a time."""
 
+    name = "reef-live-loop"
+
     def __init__(self, config: LearningConfig, store: Store, runner: JobRunner) -> None:
+        super().__init__(config.poll_s, store)
         self.config = config
-        self.store = store
+        self.store: Store = store
         self.runner = runner
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._seen: dict[str, _Seen] = {}
         self._served: dict[str, tuple[Any, int | None]] = {}
         self._saved: dict[str, tuple[dict[str, Any], float]] = {}
@@ -76,9 +77,7 @@ class LiveLoop:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="reef-live-loop", daemon=True)
-        self._thread.start()
+        super().start()
         log.info(
             "live loop on: recipe %s, batch %d, every %gs",
             self.config.recipe,
@@ -86,19 +85,8 @@ class LiveLoop:
             self.config.poll_s,
         )
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.tick()
-                self._stop.wait(self.config.poll_s)
-        finally:
-            self.store.release_thread()  # this thread's connection
+    def run_once(self) -> None:
+        self.tick()
 
     def covers(self, scenario: str) -> bool:
         """Whether this loop learns for ``scenario`` (listed, or any with traffic)."""

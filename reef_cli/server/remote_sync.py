@@ -12,39 +12,21 @@ here can stop the server.
 from __future__ import annotations
 
 import logging
-import threading
 
 from reef_cli.core.errors import ReefError
+from reef_cli.server.periodic import Periodic
 
 log = logging.getLogger("reef.serve")
 
 
-class RemoteSync:
+class RemoteSync(Periodic):
     """A daemon thread pulling every scenario that has a chain remote."""
 
+    name = "reef-remote-sync"
+
     def __init__(self, interval: float = 2.0) -> None:
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(interval)
         self._problems: dict[str, str] = {}  # scenario -> the error last logged
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="reef-remote-sync", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.run_once()
-            self._stop.wait(self.interval)
 
     def run_once(self) -> dict[str, str]:
         """Pull each scenario with a remote once; ``{scenario: what happened}``."""

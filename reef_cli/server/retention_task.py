@@ -10,41 +10,23 @@ release cites); this thread only runs it, and a failure is logged, never raised.
 from __future__ import annotations
 
 import logging
-import threading
 
 from reef_cli.core.store import Store
+from reef_cli.server.periodic import Periodic
 
 log = logging.getLogger("reef.serve")
 INTERVAL_S = 600.0
 FIRST_RUN_S = 30.0  # after start-up's own work, not in its way
 
 
-class RetentionTask:
+class RetentionTask(Periodic):
+    name = "reef-retention"
+    first_wait = FIRST_RUN_S
+
     def __init__(self, store: Store, interval: float = INTERVAL_S) -> None:
-        self.store = store
-        self.interval = interval
+        super().__init__(interval, store)
+        self.store: Store = store
         self.runs = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="reef-retention", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    def _run(self) -> None:
-        try:
-            wait = FIRST_RUN_S
-            while not self._stop.wait(wait):
-                self.run_once()
-                wait = self.interval
-        finally:
-            self.store.release_thread()
 
     def run_once(self) -> None:
         from reef_cli.core import retention
