@@ -176,6 +176,7 @@ class Seen:
     release: str | None = None  # the x-reef-release-id header
     status: int | None = None
     whole: bool = False  # the answer arrived complete (a stream: up to its end marker)
+    first_bytes_at: float | None = None  # time.monotonic() when the first body bytes came
     error: str | None = None  # the transport error that cut it off
     report_id: str | None = None
     report_status: int | None = None  # the final answer to the report (after retries)
@@ -263,6 +264,8 @@ async def _ask(client: httpx.AsyncClient, url: str, seen: Seen) -> None:
             seen.release = response.headers.get(RELEASE_HEADER)
             data = b""
             async for part in response.aiter_raw():
+                if not data:
+                    seen.first_bytes_at = time.monotonic()
                 data += part
     except httpx.HTTPError as exc:
         seen.error = type(exc).__name__

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,6 +187,7 @@ def _post_report(replica: Replica, s: Seen) -> httpx.Response:
 KILL_REQUESTS = 800  # at most: after the kill the rest goes to the survivor
 KILL_AFTER = 250  # requests finished before replica A is killed
 SLOW = "slow words " * 5
+SLOW_STALL_S = 2.0  # every fifth stream's silence after its first chunk
 
 
 def _slow_streams(path: str, body: dict[str, Any]) -> Turn | None:
@@ -194,8 +196,19 @@ def _slow_streams(path: str, body: dict[str, Any]) -> Turn | None:
 
     found = re.search(r"q(\d+):", str(body.get("messages")))
     if body.get("stream") and found and int(found.group(1)) % 5 == 0:
-        return Turn(text=SLOW, stall_mid=0.3)
+        return Turn(text=SLOW, stall_mid=SLOW_STALL_S)
     return None
+
+
+def _stalled(s: Seen) -> bool:
+    """A slow stream in the middle of its stall: the rest of its answer is not sent yet, so
+    a kill now cuts it (a stream near its end may be in the client's buffers already)."""
+    return (
+        s.index % 5 == 0
+        and s.shape.endswith("-stream")
+        and s.first_bytes_at is not None
+        and time.monotonic() - s.first_bytes_at < SLOW_STALL_S / 2
+    )
 
 
 @pytest.mark.slow
@@ -212,8 +225,9 @@ def test_sigkill_of_one_replica_mid_load_loses_no_received_receipt(
         live = [a.url, b.url]
 
         def kill_a(done: int, load: Load) -> None:
-            # after KILL_AFTER answers, at a moment a client is reading a stream from A
-            if a.url in live and done >= KILL_AFTER and load.in_flight(a.url):
+            # after KILL_AFTER answers, at a moment a client is mid-stream on A (stalled)
+            stalled = [s for s in load.in_flight(a.url) if _stalled(s)]
+            if a.url in live and done >= KILL_AFTER and stalled:
                 live.remove(a.url)  # the load balancer takes it out; new requests go to b
                 a.kill()
 
