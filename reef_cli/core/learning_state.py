@@ -135,32 +135,17 @@ def probe(store: Store, scenario: str, scenario_dir: Path, mark_name: str) -> li
     chain ref (a publish changes what is stale) and the mark (a run consumed sessions).
     A streamed record that completes in place is seen with the next change (its report,
     which scoring needs anyway)."""
-    mark = store.load_mark(scenario, mark_name) or {}
     return [
         *store.probe(scenario),
         stat_key(scenario_dir / CHAIN_REF),
         stat_key(scenario_dir / "chain.git" / "packed-refs"),
-        mark.get("updated_at"),
+        store.mark_version(scenario, mark_name),
     ]
-
-
-def has_records(store: Store, scenario: str) -> bool:
-    return store.has_records(scenario)
-
-
-def records_at_most(store: Store, scenario: str, limit: int) -> int:
-    """How many records ``scenario`` has, counting no further than ``limit`` + 1."""
-    return store.records_at_most(scenario, limit)
-
-
-def scored_sessions(store: Store, scenario: str) -> int:
-    """Sessions of ``scenario`` with a scored report: no count can find more eligible."""
-    return store.scored_sessions(scenario)
 
 
 def traffic_scenarios(store: Store) -> list[str]:
     """Scenarios with at least one record (the loop's default set)."""
-    return [s.name for s in scenarios.list_all() if has_records(store, s.name)]
+    return [s.name for s in scenarios.list_all() if store.has_records(s.name)]
 
 
 # ------------------------------------------------------------------ time

@@ -127,6 +127,19 @@ class StoredReport:
     created_at: str
     created: bool = True
 
+    @classmethod
+    def of(cls, row: ReportRow, *, created: bool) -> StoredReport:
+        return cls(
+            id=row.id,
+            scenario=row.scenario,
+            score=row.score,
+            feedback=row.feedback,
+            references=row.references,
+            metadata=row.metadata,
+            created_at=row.created_at,
+            created=created,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -193,37 +206,13 @@ def save_report(store: Store, report: ReportIn, scenario: str | None) -> StoredR
             f"report {row.id!r} exists with different content",
             "use a new id, or resend exactly the same report",
         )
-    return _stored(report, row.id, scenario, stored.created_at, created=created)
-
-
-def _stored(
-    report: ReportIn, report_id: str, scenario: str, created_at: str, created: bool
-) -> StoredReport:
-    return StoredReport(
-        id=report_id,
-        scenario=scenario,
-        score=report.score,
-        feedback=report.feedback,
-        references=report.references,
-        metadata=report.metadata,
-        created_at=created_at,
-        created=created,
-    )
+    return StoredReport.of(stored, created=created)
 
 
 def list_reports(
     store: Store, *, scenario: str | None = None, record_id: str | None = None
 ) -> list[StoredReport]:
     return [
-        StoredReport(
-            id=row.id,
-            scenario=row.scenario,
-            score=row.score,
-            feedback=row.feedback,
-            references=row.references,
-            metadata=row.metadata,
-            created_at=row.created_at,
-            created=False,
-        )
+        StoredReport.of(row, created=False)
         for row in store.reports(scenario=scenario, record_id=record_id)
     ]

@@ -265,12 +265,12 @@ class LiveLoop(Periodic):
         seen = self._seen.get(name)
         if seen is not None and seen.probe == probe:
             return seen, True
-        scored = ls.scored_sessions(self.store, name)
+        scored = self.store.scored_sessions(name)
         served = self._served_release(scenario, probe[3:5])
         state.counts["scored_sessions"] = scored
         state.counts["served"] = served
         could_trigger = scored >= cfg.batch_size
-        small = ls.records_at_most(self.store, name, SMALL_SCENARIO) <= SMALL_SCENARIO
+        small = self.store.records_at_most(name, SMALL_SCENARIO) <= SMALL_SCENARIO
         rested = seen is None or time.monotonic() - seen.counted_at >= DUTY * seen.took
         # A large scenario that cannot trigger is not counted, not even on a restart: the
         # numbers of its last count stay (``counted_at``), with the bound next to them.

@@ -25,7 +25,13 @@ from reef_cli.core.store.base import (
     ScenarioSize,
     Store,
 )
-from reef_cli.core.store.url import POSTGRES_SCHEMES, database_url, scheme_of, shown_url
+from reef_cli.core.store.url import (
+    POSTGRES_SCHEMES,
+    database_url,
+    scheme_of,
+    shown_url,
+    sqlite_path,
+)
 
 if TYPE_CHECKING:
     from reef_cli.core.store.sqlite import SQLiteStore
@@ -66,8 +72,9 @@ def open_store(url: str | None = None, *, configured: str | None = None) -> Stor
                 "pip install 'reef[postgres]' (or ./install.sh --dev)",
             ) from None
         return PostgresStore(url)
-    if scheme == "sqlite" and url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        return sqlite_store(Path("/" + url[len("sqlite:///") :].lstrip("/")))  # absolute
+    path = sqlite_path(url)
+    if path is not None:
+        return sqlite_store(Path(path))
     shown = "a URL with a password" if "password" in url.lower() else repr(shown_url(url))
     raise DatabaseURLInvalid(
         f"database URL {shown} is neither postgresql://… nor sqlite:///…",

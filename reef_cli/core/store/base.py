@@ -242,6 +242,11 @@ class Store(ABC):
     @abstractmethod
     def marks(self) -> builtins.list[tuple[str, str, dict[str, Any]]]: ...
 
+    @abstractmethod
+    def mark_version(self, scenario: str, name: str) -> Any:
+        """A value that changes whenever the mark is saved, cheaper than reading it (the
+        live loop asks on every poll)."""
+
     # ------------------------------------------------------------ coordination
 
     @abstractmethod

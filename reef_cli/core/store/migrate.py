@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from reef_cli.core.errors import ConfigError, StateError
 from reef_cli.core.records import Record, state_rank
 from reef_cli.core.store.base import Store
-from reef_cli.core.store.url import POSTGRES_SCHEMES, scheme_of, shown_url
+from reef_cli.core.store.url import POSTGRES_SCHEMES, scheme_of, shown_url, sqlite_path
 
 BATCH = 1000  # records per transaction: a resumed copy redoes at most this many
 KINDS = ("records", "reports", "harvested", "jobs", "marks")
@@ -73,8 +73,9 @@ def identity(url: str) -> tuple[str, ...]:
     """What names one database, whatever the spelling of its URL: (``sqlite``, real path)
     or (``postgresql``, host, port, database); the user and password do not matter."""
     scheme = scheme_of(url)
-    if scheme == "sqlite":
-        return ("sqlite", os.path.realpath("/" + url[len("sqlite:///") :].lstrip("/")))
+    path = sqlite_path(url)
+    if path is not None:
+        return ("sqlite", os.path.realpath(path))
     if scheme in POSTGRES_SCHEMES:
         parts = urlsplit(url)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}

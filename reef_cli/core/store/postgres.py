@@ -281,6 +281,14 @@ class PostgresStore(SQLStore):
                 (scenario, name, json.dumps(data, sort_keys=True)),
             )
 
+    def mark_version(self, scenario: str, name: str) -> Any:
+        row = self._one(
+            "SELECT CAST(data AS json) ->> 'updated_at' AS v FROM marks "
+            "WHERE scenario = ? AND name = ?",
+            (scenario, name),
+        )
+        return row["v"] if row else None
+
     def marks(self) -> builtins.list[tuple[str, str, dict[str, Any]]]:
         rows = self._rows("SELECT scenario, name, data FROM marks ORDER BY scenario, name")
         return [(r["scenario"], r["name"], json.loads(r["data"])) for r in rows]

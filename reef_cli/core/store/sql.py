@@ -167,6 +167,44 @@ class SQLStore(Store):
             )
         return record_from_row(row)
 
+    def _pages(
+        self,
+        columns: str,
+        clauses: Sequence[str],
+        args: Sequence[Any],
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[Row]:
+        """Rows of ``records r`` matching ``clauses`` in ``created_at`` order (ties in
+        insertion order), read a page at a time by key, not by offset: a page costs the
+        same however deep it is, and rows deleted behind the reader shift nothing."""
+        order, after = ("DESC", "<") if newest_first else ("ASC", ">")
+        key: tuple[Any, Any] | None = None
+        left = limit
+        while left is None or left > 0:
+            page = PAGE if left is None else min(PAGE, left)
+            where, page_args = builtins.list(clauses), builtins.list(args)
+            if key is not None:
+                where.append(
+                    f"(r.created_at {after} ? OR (r.created_at = ? AND r.{self.ORDER} {after} ?))"
+                )
+                page_args += [key[0], key[0], key[1]]
+            sql = (
+                f"SELECT {columns}, r.created_at AS created_at_, r.{self.ORDER} AS ord_ "
+                "FROM records r"
+            )
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            sql += f" ORDER BY r.created_at {order}, r.{self.ORDER} {order} LIMIT ?"
+            rows = self._rows(sql, [*page_args, page])
+            yield from rows
+            if len(rows) < page:
+                return
+            key = (rows[-1]["created_at_"], rows[-1]["ord_"])
+            if left is not None:
+                left -= len(rows)
+
     def iter(
         self,
         *,
@@ -177,30 +215,9 @@ class SQLStore(Store):
         oldest_first: bool = True,
     ) -> Iterator[Record]:
         where, args = _filters(scenario=scenario, session_id=session_id, since=since)
-        order = "ASC" if oldest_first else "DESC"
-        after = ">" if oldest_first else "<"
-        left = limit
-        key: tuple[Any, Any] | None = None
-        while left is None or left > 0:
-            page = PAGE if left is None else min(PAGE, left)
-            clauses, page_args = ([where[6:]] if where else []), builtins.list(args)
-            if key is not None:
-                clauses.append(
-                    f"(created_at {after} ? OR (created_at = ? AND {self.ORDER} {after} ?))"
-                )
-                page_args += [key[0], key[0], key[1]]
-            sql = f"SELECT {self.ORDER} AS ord_, * FROM records"
-            if clauses:
-                sql += " WHERE " + " AND ".join(clauses)
-            sql += f" ORDER BY created_at {order}, {self.ORDER} {order} LIMIT ?"
-            rows = self._rows(sql, [*page_args, page])
-            for row in rows:
-                yield record_from_row(row)
-            if len(rows) < page:
-                return
-            key = (rows[-1]["created_at"], rows[-1]["ord_"])
-            if left is not None:
-                left -= len(rows)
+        clauses = [where.removeprefix("WHERE ")] if where else []
+        rows = self._pages("r.*", clauses, args, newest_first=not oldest_first, limit=limit)
+        return (record_from_row(row) for row in rows)
 
     def count(self, scenario: str | None = None) -> int:
         where, args = _filters(scenario=scenario)
@@ -389,31 +406,35 @@ class SQLStore(Store):
         self, before: str | None, protected: Collection[str]
     ) -> Iterator[tuple[str, int]]:
         """(id, bytes) of the records eviction may take, oldest first, a page at a time."""
-        key: tuple[Any, Any] | None = None
-        while True:
-            clauses = [
-                "r.state != 'streaming'",
-                "NOT EXISTS (SELECT 1 FROM report_refs rr WHERE rr.record_id = r.id)",
-            ]
-            args: builtins.list[Any] = []
-            if before is not None:
-                clauses.append("r.created_at < ?")
-                args.append(before)
-            if key is not None:
-                clauses.append(f"(r.created_at > ? OR (r.created_at = ? AND r.{self.ORDER} > ?))")
-                args += [key[0], key[0], key[1]]
-            rows = self._rows(
-                f"SELECT r.id AS id, r.created_at AS created_at, r.{self.ORDER} AS ord_, "
-                f"{self.SIZE} AS size FROM records r WHERE {' AND '.join(clauses)} "
-                f"ORDER BY r.created_at, r.{self.ORDER} LIMIT ?",
-                [*args, PAGE],
-            )
-            for row in rows:
-                if row["id"] not in protected:
-                    yield row["id"], int(row["size"] or 0)
-            if len(rows) < PAGE:
-                return
-            key = (rows[-1]["created_at"], rows[-1]["ord_"])
+        clauses = [
+            "r.state != 'streaming'",
+            "NOT EXISTS (SELECT 1 FROM report_refs rr WHERE rr.record_id = r.id)",
+        ]
+        args: builtins.list[Any] = []
+        if before is not None:
+            clauses.append("r.created_at < ?")
+            args.append(before)
+        for row in self._pages(f"r.id AS id, {self.SIZE} AS size", clauses, args):
+            if row["id"] not in protected:
+                yield row["id"], int(row["size"] or 0)
+
+    def _delete_oldest(
+        self, candidates: Iterator[tuple[str, int]], at_least: int | None = None
+    ) -> Evicted:
+        """Delete ``candidates`` a page per transaction: all of them, or (``at_least``)
+        only until that many bytes went."""
+        count = size = 0
+        batch: builtins.list[str] = []
+        for rid, nbytes in candidates:
+            if at_least is not None and size >= at_least:
+                break
+            batch.append(rid)
+            count, size = count + 1, size + nbytes
+            if len(batch) >= PAGE:
+                self._delete(batch)
+                batch = []
+        self._delete(batch)
+        return Evicted(count, size)
 
     def _delete(self, ids: Sequence[str]) -> None:
         with self._transaction() as tx:
@@ -428,33 +449,18 @@ class SQLStore(Store):
         protected: Collection[str] = (),
     ) -> Evicted:
         protected = set(protected)
-        count = size = 0
+        old = Evicted(0, 0)
         if before is not None:
-            batch: builtins.list[str] = []
-            for rid, nbytes in self._evictable(before, protected):
-                batch.append(rid)
-                count, size = count + 1, size + nbytes
-                if len(batch) >= PAGE:
-                    self._delete(batch)
-                    batch = []
-            self._delete(batch)
+            old = self._delete_oldest(self._evictable(before, protected))
+        over = Evicted(0, 0)
         if max_bytes is not None:
-            total_row = self._one(
+            row = self._one(
                 f"SELECT CAST(COALESCE(SUM({self.SIZE}), 0) AS BIGINT) AS b FROM records r"
             )
-            total = int(total_row["b"]) if total_row else 0
-            batch = []
-            for rid, nbytes in self._evictable(None, protected):
-                if total <= max_bytes:
-                    break
-                batch.append(rid)
-                total -= nbytes
-                count, size = count + 1, size + nbytes
-                if len(batch) >= PAGE:
-                    self._delete(batch)
-                    batch = []
-            self._delete(batch)
-        return Evicted(count, size)
+            excess = (int(row["b"]) if row else 0) - max_bytes
+            if excess > 0:
+                over = self._delete_oldest(self._evictable(None, protected), at_least=excess)
+        return Evicted(old.records + over.records, old.bytes + over.bytes)
 
 
 def _filters(

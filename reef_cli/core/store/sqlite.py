@@ -25,7 +25,7 @@ from typing import Any
 
 from reef_cli.core import paths
 from reef_cli.core.errors import StateError
-from reef_cli.core.fsutil import atomic_write_text, read_json_object
+from reef_cli.core.fsutil import atomic_write_text, read_json_object, stat_key
 from reef_cli.core.records import db_path, now_iso
 from reef_cli.core.store.base import JOURNAL_DIR_NAME
 from reef_cli.core.store.sql import Row, SQLStore
@@ -302,6 +302,9 @@ class SQLiteStore(SQLStore):
     def save_mark(self, scenario: str, name: str, data: dict[str, Any]) -> None:
         text = json.dumps(data, indent=1, sort_keys=True) + "\n"
         atomic_write_text(self._mark_path(scenario, name), text, 0o600)
+
+    def mark_version(self, scenario: str, name: str) -> Any:
+        return stat_key(self._mark_path(scenario, name))
 
     def marks(self) -> builtins.list[tuple[str, str, dict[str, Any]]]:
         root = paths.scenarios_dir()

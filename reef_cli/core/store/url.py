@@ -24,6 +24,15 @@ def database_url(configured: str | None = None) -> str | None:
     return setting.strip() if setting and setting.strip() else None
 
 
+def sqlite_path(url: str) -> str | None:
+    """The absolute file path a ``sqlite:///PATH`` URL names (``sqlite:////abs`` too), or
+    None when ``url`` is no such URL."""
+    prefix = "sqlite:///"
+    if not url.lower().startswith(prefix) or len(url) == len(prefix):
+        return None
+    return "/" + url[len(prefix) :].lstrip("/")
+
+
 def scheme_of(url: str) -> str:
     return url.split(":", 1)[0].lower() if ":" in url else ""
 

@@ -246,8 +246,11 @@ def test_the_jobs_module_uses_the_configured_store(store: Store, monkeypatch) ->
 
 def test_marks_are_kept_by_the_store(store: Store) -> None:
     assert store.load_mark("s", "skillclaw") is None
+    assert store.mark_version("s", "skillclaw") is None
     store.save_mark("s", "skillclaw", {"sessions": {"k": "f"}, "updated_at": "t"})
+    first = store.mark_version("s", "skillclaw")
     store.save_mark("s", "skillclaw", {"sessions": {"k": "g"}, "updated_at": "u"})
+    assert None is not first != store.mark_version("s", "skillclaw")
     assert store.load_mark("s", "skillclaw") == {"sessions": {"k": "g"}, "updated_at": "u"}
     assert store.marks() == [("s", "skillclaw", {"sessions": {"k": "g"}, "updated_at": "u"})]
 
