@@ -93,6 +93,10 @@ def _print_outcome(outcome: engine.Outcome, scenario: str) -> None:
                 f"{trial.get('sandbox')} sandbox, {trial.get('requests')} recorded "
                 f"request(s), change loaded: {trial.get('loaded')}, {trial.get('seconds')}s"
             )
+    elif outcome.state == "unchanged":  # an outcome, not an error: exit 0, on stdout
+        from rich.markup import escape
+
+        console().print(f"unchanged: {escape(outcome.message)}; nothing published")
     else:
         error_line(f"evolve {outcome.state}: {outcome.message}")
 

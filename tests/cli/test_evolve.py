@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from reef_cli.cli.main import app
 from reef_cli.core import scenarios
-from tests.cli.helpers import reef_fails
+from tests.cli.helpers import reef_fails, runner
 
 
 @pytest.mark.parametrize(
@@ -34,3 +37,29 @@ def test_an_unknown_adapter_is_one_clear_line() -> None:
     scenarios.create("demo")
     line = reef_fails("evolve", "always test first", "-s", "demo", "--yes", "-a", "vim")
     assert "unknown adapter 'vim'" in line
+
+
+def test_unchanged_is_an_outcome_line_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing new to learn from: exit 0 and a plain ``unchanged:`` line on stdout, told
+    apart from ``published r2 …`` by its first word (or ``--json``'s state)."""
+    monkeypatch.setenv("REEF_MODEL", "openai/never-called")
+    monkeypatch.setenv("REEF_API_BASE", "http://127.0.0.1:9/v1")
+    scenarios.create("demo")
+    result = runner.invoke(app, ["evolve", "--recipe", "skillclaw", "-s", "demo", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "error" not in result.output
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert lines == ["unchanged: nothing new to learn from; nothing published"]
+    assert scenarios.get("demo").chain().latest() is None
+
+
+def test_every_outcome_s_exit_code_is_documented() -> None:
+    """docs/evolve.md states each end's exit code as the CLI exits with it."""
+    from pathlib import Path
+
+    from reef_cli.cli.evolve import EXIT
+
+    text = (Path(__file__).parents[2] / "docs" / "evolve.md").read_text(encoding="utf-8")
+    line = " ".join(text.split("\nA job ends ", 1)[1].split("\n\n", 1)[0].split())
+    documented = {state: int(code) for state, code in re.findall(r"`(\w+)` \(exit (\d+)\)", line)}
+    assert documented == EXIT
