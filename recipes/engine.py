@@ -26,9 +26,9 @@ from typing import Any, Literal, Protocol
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet, evaluate
 from reef_cli.core import config, quality
-from reef_cli.core.budget import BudgetLimits, resolve_limits
+from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
 from reef_cli.core.config import Settings
-from reef_cli.core.errors import OptionInvalid, ReefError, TaskSetError
+from reef_cli.core.errors import BudgetInvalid, OptionInvalid, ReefError, TaskSetError
 from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import gate_files, publish_files
@@ -120,9 +120,9 @@ def evolve(request: EvolveRequest) -> Outcome:
         recipe = recipe_named(request.recipe, request.recipe_options)
         check_tasks(recipe, request.tasks)
         settings = config.load_settings()
-        limits = resolve_limits(
-            request.limits, recipe.limits(request.tasks), config.configured_limits(settings)
-        )
+        own = recipe.limits(request.tasks)
+        limits = resolve_limits(request.limits, own, config.configured_limits(settings))
+        check_budget(limits, request.tasks, own)
         model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
         judge = judge_client(settings, model)
         with runners(
@@ -197,6 +197,26 @@ def check_tasks(recipe: Recipe, tasks: TaskSet | None) -> None:
             f"{' or '.join(empty)} tasks ({counts})",
             hint,
         )
+
+
+def check_budget(limits: BudgetLimits, tasks: TaskSet | None, own: BudgetLimits | None) -> None:
+    """Refuse, before any model loads, a call budget too small for the gate's paired
+    evaluation alone (every test task x repeats, on both trees): it could only run out at
+    the end, with nothing published."""
+    if tasks is None or limits.calls is None:
+        return
+    test = tasks.split("test")
+    runs = len(test) * tasks.repeats * 2
+    if limits.calls >= runs:
+        return
+    enough = max(
+        own.calls if own is not None and own.calls else 0, runs + (DEFAULT_LIMITS.calls or 0)
+    )
+    raise BudgetInvalid(
+        f"a budget of {limits.calls} model calls cannot cover the evaluation: {len(test)} test "
+        f"task(s) x {tasks.repeats} repeat(s) on both trees take {runs} calls",
+        f"raise --max-calls (or `reef config set max_calls`) to at least {enough}",
+    )
 
 
 def _describe_tasks(tasks: TaskSet, runner: str, direct: DirectRunner) -> dict[str, Any]:

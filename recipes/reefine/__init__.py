@@ -12,7 +12,7 @@ from recipes.base import Candidate, Context
 from recipes.reefine.draft import Draft, apply_draft, draft_change
 from recipes.tasks import TaskSet
 from reef_cli.core.asks import check_ask, clarified
-from reef_cli.core.budget import BudgetLimits
+from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits
 from reef_cli.core.tree import HarnessTree, parse_files
 
 
@@ -48,14 +48,33 @@ def probe_for(draft: Draft, ask: str) -> tuple[str, list[str]]:
     return task, [_first_line(draft.body)]
 
 
+TOKENS_PER_CALL = 4000
+SECONDS_PER_CALL = 15.0
+
+
+def limits_for(tasks: TaskSet | None) -> BudgetLimits | None:
+    """None without tasks (the defaults); with them, the defaults plus every test task x
+    repeats on both trees, twice over (a run may be retried or judge-scored)."""
+    if tasks is None:
+        return None
+    runs = len(tasks.split("test")) * tasks.repeats * 2
+    calls = (DEFAULT_LIMITS.calls or 0) + 2 * runs
+    return BudgetLimits(
+        calls=calls,
+        tokens=max(DEFAULT_LIMITS.tokens or 0, calls * TOKENS_PER_CALL),
+        seconds=max(DEFAULT_LIMITS.seconds or 0.0, calls * SECONDS_PER_CALL),
+    )
+
+
 class Reefine:
     name = "reefine"
     trials = True
     requires_tasks = False
 
     def limits(self, tasks: TaskSet | None) -> BudgetLimits | None:
-        """None: the defaults fit a draft, a redraft, two judges and a trial."""
-        return None
+        """The defaults fit a draft, a redraft, two judges and a trial; a task set adds
+        the gate's paired evaluation of its test split, sized as GEPA sizes it."""
+        return limits_for(tasks)
 
     def settle(self, ctx: Context, state: str) -> None:
         """Nothing to remember: an ask is consumed by its job."""

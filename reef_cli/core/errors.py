@@ -174,7 +174,8 @@ class BudgetExceeded(ReefError):
 
 
 class BudgetInvalid(ReefError):
-    """A budget limit that cannot be used (zero, negative, not a number)."""
+    """A budget limit that cannot be used (zero, negative, not a number, or too few calls
+    for the evaluation the job must run)."""
 
     exit_code = 2
     http_status = 400
