@@ -47,6 +47,12 @@ class Context:
     # set by a recipe that found no new evidence: the job ends ``unchanged`` (exit 0), not
     # ``rejected`` — nothing was wrong, there was nothing to learn from
     nothing_new: bool = False
+    # set by a recipe that keeps its evidence for a later run (e.g. too few sessions for
+    # the gate to ever publish): the job ends ``unchanged`` with this reason, nothing consumed
+    held_back: str | None = None
+    # how many test tasks the gate evaluates on (None: no task set; a recipe's own replay
+    # tasks are used), so a recipe can tell when the gate could never publish
+    held_out: int | None = None
 
 
 @dataclass

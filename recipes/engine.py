@@ -301,6 +301,7 @@ def run(
         progress=progress,
         tasks=search,
         run_task=search_only(task_runner.run_task) if task_runner is not None else None,
+        held_out=len(held_out.tasks) if held_out is not None else None,
     )
     gate = QualityGate(
         judge or model,
@@ -312,8 +313,8 @@ def run(
         candidates = recipe.propose(ctx)
         if not candidates:
             state, why = (
-                ("unchanged", "nothing new to learn from")
-                if ctx.nothing_new
+                ("unchanged", ctx.held_back or "nothing new to learn from")
+                if ctx.nothing_new or ctx.held_back
                 else ("rejected", "the recipe proposed no change")
             )
             outcome = Outcome(state, why, evidence={"budget": budget.to_json(), **ctx.notes})

@@ -28,6 +28,7 @@ from recipes.tasks import TaskSet
 from reef_cli.core import scenarios
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import OptionInvalid, StateError
+from reef_cli.core.evaluation import sign_test_minimum
 from reef_cli.core.evidence import Mark, SessionEvidence, collect
 from reef_cli.core.store import open_store
 
@@ -157,6 +158,14 @@ class SkillClaw:
         if not batch:
             ctx.nothing_new = True
             return []
+        least = sign_test_minimum()  # replay tasks the gate needs to ever publish
+        if ctx.held_out is None and len(batch) < least:
+            more = f" (raise batch_limit to at least {least})" if notes["later"] else ""
+            return self._hold(
+                ctx,
+                f"{len(batch)} new session(s){more}: the replay's sign test needs at least "
+                f"{least} tasks to publish anything",
+            )
         ctx.progress(f"skillclaw: scoring {len(batch)} new session(s)", 0.1)
         scored = signals.score_all(ctx.model, batch)
         by_label = {s.label: s for s in scored} | {s.key: s for s in scored}
@@ -174,6 +183,15 @@ class SkillClaw:
             waiting=waiting,
             deferred=deferred,
         )
+        replayable = replay.replay_tasks(scored, [])
+        count = len(replayable.tasks) if replayable is not None else 0
+        if ctx.held_out is None and count < least:
+            return self._hold(
+                ctx,
+                f"{count} of {len(batch)} new session(s) can be replayed (a score and a request "
+                f"that may be shown): the replay's sign test needs at least {least} tasks to "
+                "publish anything",
+            )
         plan = _Plan(dict(skills))
         for number, group in enumerate(groups):
             done = 0.15 + 0.15 * number / len(groups)
@@ -201,6 +219,14 @@ class SkillClaw:
                 tasks=tasks,
             )
         ]
+
+    def _hold(self, ctx: Context, why: str) -> list[Candidate]:
+        """No candidate, and nothing consumed: the gate could not publish from so few, so
+        the batch waits for more sessions (the job ends ``unchanged``)."""
+        self._read = []
+        ctx.held_back = f"{why}; kept for the next run"
+        ctx.notes["skillclaw"]["held_back"] = ctx.held_back
+        return []
 
     def _decide(
         self,

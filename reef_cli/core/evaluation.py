@@ -68,6 +68,15 @@ def sign_test_p(wins: int, losses: int) -> float:
     return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
 
 
+def sign_test_minimum(alpha: float = Policy.alpha) -> int:
+    """The fewest paired tasks a sign test can ever pass on: ``n`` wins and no loss give
+    p = 2**-n, so with fewer than this no result publishes (5 at alpha 0.05)."""
+    n = 1
+    while 0.5**n > alpha:
+        n += 1
+    return n
+
+
 def bootstrap_lower(diffs: Sequence[float], alpha: float, samples: int, seed: int) -> float:
     """Lower bound of the one-sided (1 - alpha) bootstrap interval of the mean difference."""
     rng = random.Random(seed)

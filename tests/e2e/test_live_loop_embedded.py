@@ -1,5 +1,5 @@
 """The live loop on the embedded model, end to end: a real `reef serve -c serve.yaml`
-process with no upstream (the lite embedded model answers and runs the recipe), three
+process with no upstream (the lite embedded model answers and runs the recipe), five
 sessions through the proxy scored with `POST /reef/report`, and SkillClaw run by the loop
 in the background to an end — no scripted model anywhere.
 
@@ -43,7 +43,7 @@ def served(reef_home: Path, tmp_path: Path) -> Iterator[str]:
     config = tmp_path / "serve.yaml"
     config.write_text(
         "default_scenario: live\n"
-        "reef:\n  recipe: skillclaw\n  batch_size: 3\n  min_interval_s: 0\n  poll_s: 0.5\n"
+        "reef:\n  recipe: skillclaw\n  batch_size: 5\n  min_interval_s: 0\n  poll_s: 0.5\n"
     )
     port = free_port()
     proc = subprocess.Popen(
@@ -86,7 +86,13 @@ def ask(client: httpx.Client, url: str, session: str, text: str) -> httpx.Respon
 
 
 def test_the_loop_runs_skillclaw_on_the_embedded_model(served: str, reef_home: Path) -> None:
-    prompts = ["How do I run the tests?", "Fix the failing build.", "Explain this error."]
+    prompts = [  # five: fewer could never pass the replay gate's sign test (kept, unread)
+        "How do I run the tests?",
+        "Fix the failing build.",
+        "Explain this error.",
+        "Add a test for the parser.",
+        "Rename the helper.",
+    ]
     with httpx.Client(timeout=300) as client:
         for i, prompt in enumerate(prompts):
             reply = ask(client, served, f"live-{i}", prompt)
@@ -112,14 +118,14 @@ def test_the_loop_runs_skillclaw_on_the_embedded_model(served: str, reef_home: P
                     break
             time.sleep(1)
         assert last.get("state") in ENDED, f"no run ended: {last}"
-        assert last["recipe"] == "skillclaw" and last["sessions"] == 3
+        assert last["recipe"] == "skillclaw" and last["sessions"] == 5
 
         chain = scenarios.get("live").chain()
         served_release = chain.served()
         assert served_release is not None
         if last["state"] in ("published", "rejected"):  # the batch was consumed
             mark = json.loads((reef_home / "scenarios" / "live" / "skillclaw.json").read_text())
-            assert set(mark["sessions"]) == {f"session:live-{i}" for i in range(3)}
+            assert set(mark["sessions"]) == {f"session:live-{i}" for i in range(5)}
         if last["state"] == "published":
             assert served_release.number == last["release"] == 2
         else:

@@ -29,6 +29,7 @@ from recipes.tasks import scoring
 from reef_cli.core import scenarios
 from reef_cli.core.budget import Budget
 from reef_cli.core.errors import OptionInvalid
+from reef_cli.core.evaluation import sign_test_minimum
 from reef_cli.core.evidence import Mark, SessionEvidence, Turn
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
@@ -245,7 +246,7 @@ def test_an_edit_citing_unknown_sessions_is_dropped_and_the_batch_still_consumed
     claw: Claw,
 ) -> None:
     demo()
-    seeded = seed_failures(n=2)
+    seeded = seed_failures()
     claw.decisions.append(
         decision("improve_skill", skill="write-tests", body=improved(), sessions=["S9"])
     )
@@ -298,19 +299,21 @@ def test_another_scenarios_sessions_are_never_read(claw: Claw) -> None:
     demo()
     demo("other")
     seed_session("other", "o1", ask="OTHER-SCENARIO request", feedback="OTHER-SCENARIO feedback")
-    mine = seed_session("demo", "d1", ask="add a test for mine")
+    mine = {"session:d1": seed_session("demo", "d1", ask="add a test for mine")}
+    mine |= seed_failures(n=4)  # enough for the replay gate: the job reads and decides
     outcome = run(claw)
-    assert outcome.evidence["skillclaw"]["sessions"] == ["session:d1"]
-    assert outcome.evidence["skillclaw"]["receipts"] == {"session:d1": mine}
+    assert outcome.state == "rejected" and claw.bodies(decide.SYSTEM)
+    assert outcome.evidence["skillclaw"]["sessions"] == list(mine)
+    assert outcome.evidence["skillclaw"]["receipts"] == mine
     assert all("OTHER-SCENARIO" not in json.dumps(b) for b in claw.bodies())
-    assert mark_of("other") == {} and list(mark_of()) == ["session:d1"]
+    assert mark_of("other") == {} and set(mark_of()) == set(mine)
 
 
 def test_a_failed_or_stopped_job_leaves_the_mark_and_the_next_run_reads_it_again(
     claw: Claw,
 ) -> None:
     demo()
-    seed_failures(n=2)
+    seed_failures()
     claw.decisions.append(Reply(status=500, error="upstream down"))
     failed = run(claw)
     assert failed.state == "failed", failed.message
@@ -321,9 +324,9 @@ def test_a_failed_or_stopped_job_leaves_the_mark_and_the_next_run_reads_it_again
     stopped = run(claw, budget=Budget(max_calls=1))  # the decision, then no verifier
     assert stopped.state == "stopped" and "model-call budget" in stopped.message
     assert mark_of() == {} and releases() == [1]
-    again = run(claw)  # the same two sessions, read again
-    assert again.state == "rejected" and len(again.evidence["skillclaw"]["sessions"]) == 2
-    assert len(mark_of()) == 2
+    again = run(claw)  # the same five sessions, read again
+    assert again.state == "rejected" and len(again.evidence["skillclaw"]["sessions"]) == 5
+    assert len(mark_of()) == 5
 
 
 def test_a_rerun_with_nothing_new_makes_no_model_call_and_ends_unchanged(
@@ -333,7 +336,7 @@ def test_a_rerun_with_nothing_new_makes_no_model_call_and_ends_unchanged(
     empty = run(claw)  # no session at all yet
     assert empty.state == "unchanged" and empty.message == "nothing new to learn from"
     assert claw.bodies() == []
-    seed_failures(n=2)
+    seed_failures()
     assert run(claw).state == "rejected"  # skipped: consumed all the same
     calls = len(claw.bodies())
     again = run(claw)
@@ -350,6 +353,53 @@ def test_a_rerun_with_nothing_new_makes_no_model_call_and_ends_unchanged(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["state"] == "unchanged"
     assert len(claw.bodies()) == calls and releases() == [1]
+
+
+def test_fewer_sessions_than_the_sign_test_needs_are_kept_for_the_next_run(claw: Claw) -> None:
+    demo()
+    least = sign_test_minimum()
+    assert least == 5  # 2**-5 <= 0.05 < 2**-4: five wins and no loss, at the least
+    seed_failures(n=least - 1)
+    held = run(claw)
+    assert held.state == "unchanged", held.message
+    assert held.message.startswith("4 new session(s): the replay's sign test needs at least 5")
+    assert held.message.endswith("kept for the next run")
+    assert claw.bodies() == [] and mark_of() == {}  # no call spent, nothing consumed
+    seed_failures(n=1, prefix="late")  # one more session: now the gate could publish
+    claw.decisions.append(
+        decision("improve_skill", skill="write-tests", body=improved(), sessions=["S1", "S2"])
+    )
+    outcome = run(claw)
+    assert outcome.state == "published", outcome.message
+    assert outcome.evidence["evaluation"]["numbers"]["tasks"] == least
+    assert len(mark_of()) == least  # the four kept back, and the new one
+
+
+def test_a_batch_capped_below_the_minimum_says_to_raise_batch_limit(claw: Claw) -> None:
+    demo()
+    seed_failures(n=6)
+    held = run(claw, options={"batch_limit": 3})
+    assert held.state == "unchanged" and "raise batch_limit to at least 5" in held.message
+    assert claw.bodies() == [] and mark_of() == {}
+
+
+def test_sessions_that_cannot_be_replayed_do_not_count_and_the_batch_is_kept(
+    claw: Claw,
+) -> None:
+    demo()
+    seed_failures(n=2)
+    for i in range(3):  # no reply to any answer: judged, and the judge is down
+        seed_session("demo", f"quiet{i}", skills=(), score=None, feedback=None)
+    claw.judges.extend(Reply(status=500, error="judge down") for _ in range(3))
+    held = run(claw)
+    assert held.state == "unchanged", held.message
+    assert held.message.startswith("2 of 5 new session(s) can be replayed")
+    notes = held.evidence["skillclaw"]
+    assert len(notes["waiting"]) == 3 and notes["held_back"] == held.message
+    assert claw.bodies(decide.SYSTEM) == []  # nothing decided from what cannot publish
+    assert mark_of() == {}  # all five read again next time
+    again = run(claw)  # the judge is back: five scored sessions, five replay tasks
+    assert again.state == "rejected" and len(mark_of()) == 5
 
 
 def test_a_planted_secret_never_reaches_the_model_the_tree_or_the_metadata(claw: Claw) -> None:
@@ -414,17 +464,18 @@ def test_a_planted_secret_never_reaches_the_model_the_tree_or_the_metadata(claw:
 
 def test_a_judge_outage_leaves_the_session_waiting_for_the_next_run(claw: Claw) -> None:
     demo()
-    seed_failures(n=2)
+    seed_failures()
     seed_session("demo", "quiet", skills=(), score=None, feedback=None)  # no reply: judged
     claw.judges.append(Reply(status=500, error="judge down"))
     first = run(claw)
     assert first.state == "rejected"
     notes = first.evidence["skillclaw"]
     assert notes["waiting"] == ["session:quiet"] and notes["judged"] == 0
-    assert "session:quiet" not in mark_of() and len(mark_of()) == 2
+    assert "session:quiet" not in mark_of() and len(mark_of()) == 5
     claw.judges.append(verdict(0.3, "The test was not run."))
+    seed_failures(n=4, prefix="more")  # with the waiting one, enough for the replay gate
     second = run(claw)
-    assert second.evidence["skillclaw"]["sessions"] == ["session:quiet"]
+    assert second.evidence["skillclaw"]["sessions"][0] == "session:quiet"
     assert second.evidence["skillclaw"]["judged"] == 1
     assert second.evidence["skillclaw"]["scores"]["session:quiet"] == {
         "score": 0.3,
@@ -449,6 +500,7 @@ def test_the_implicit_signal_is_read_from_the_turns_without_a_judge(claw: Claw) 
             {"role": "assistant", "text": "Updated the docs."},
         ],
     )
+    seed_failures(n=4)  # enough sessions for the replay gate to run the job
     outcome = run(claw)
     notes = outcome.evidence["skillclaw"]
     assert notes["scores"]["session:talk"] == {"score": 0.5, "source": "implicit"}
