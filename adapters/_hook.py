@@ -129,6 +129,14 @@ def _explain(exc: BaseException, failed: str) -> str:
     return f"Reef: {failed.format(f'{type(exc).__name__}: {exc}')}"
 
 
+def visible(text: str) -> str:
+    """The agent prints hook text on the person's terminal, and it quotes the chain (a
+    release's reason, gate details, diffs: anyone's text): control characters spelled out."""
+    from reef_cli.core.controls import visible as spelled
+
+    return spelled(text)
+
+
 def session_start(config: dict[str, Any], notice: Notice, failed: str) -> dict[str, Any]:
     """``{"systemMessage": notice, "hookSpecificOutput": {…, "additionalContext": …}}``."""
     from adapters import _record
@@ -136,12 +144,12 @@ def session_start(config: dict[str, Any], notice: Notice, failed: str) -> dict[s
     try:
         text, context = notice(config["scenario"], _record.release_of(Path(config["target"])))
     except Exception as exc:
-        return {"systemMessage": _explain(exc, failed)}
+        return {"systemMessage": visible(_explain(exc, failed))}
     out: dict[str, Any] = {
         "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}
     }
     if text:
-        out["systemMessage"] = text
+        out["systemMessage"] = visible(text)
     return out
 
 
@@ -161,7 +169,7 @@ def user_prompt_submit(
         text = _explain(exc, failed)
     if text is None:
         return None
-    return {"decision": "block", "reason": text}
+    return {"decision": "block", "reason": visible(text)}
 
 
 def main(argv: list[str] | None, *, prog: str, notice: Notice, answer: Answer, failed: str) -> int:

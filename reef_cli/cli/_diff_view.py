@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reef_cli.cli._output import console
+from reef_cli.cli._output import console, markup, safe
 from reef_cli.core.diff import FileDiff, line_kind
 
 STYLES = {"meta": "bold", "add": "green", "del": "red", "hunk": "cyan", "": ""}
@@ -16,10 +16,9 @@ def print_diff(changes: list[FileDiff], old: str, new: str, stat: bool = False) 
         return
     if stat:
         width = max(len(c.path) for c in changes)
-        for c in changes:
-            out.print(
-                f" {c.path:<{width}} | [green]+{c.added}[/] [red]-{c.removed}[/] ({c.status})"
-            )
+        for c in changes:  # a path is the tree's text: escaped
+            path = markup(f"{c.path:<{width}}")
+            out.print(f" {path} | [green]+{c.added}[/] [red]-{c.removed}[/] ({c.status})")
         out.print(
             f" {len(changes)} file(s) changed, {sum(c.added for c in changes)} insertion(s), "
             f"{sum(c.removed for c in changes)} deletion(s)"
@@ -27,7 +26,7 @@ def print_diff(changes: list[FileDiff], old: str, new: str, stat: bool = False) 
         return
     from rich.text import Text
 
-    for c in changes:
-        out.print(Text(f"{c.status}: {c.path}", style="bold"))
+    for c in changes:  # Text is never markup; safe() spells out control characters
+        out.print(Text(safe(f"{c.status}: {c.path}"), style="bold"))
         for line in c.diff.splitlines():
-            out.print(Text(line, style=STYLES[line_kind(line)]), soft_wrap=True)
+            out.print(Text(safe(line), style=STYLES[line_kind(line)]), soft_wrap=True)

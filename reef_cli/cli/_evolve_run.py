@@ -27,7 +27,7 @@ def run_foreground(
 ) -> engine.Outcome:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from reef_cli.cli._output import err_console, print_json
+    from reef_cli.cli._output import err_console, markup, print_json
 
     task_set = tasks.for_scenario(scenario, tasks_file)
     interactive = interactive and sys.stdin.isatty()
@@ -48,13 +48,13 @@ def run_foreground(
         task = bar.add_task(f"{recipe} on {scenario.name}", total=1.0)
 
         def progress(message: str, fraction: float | None = None) -> None:
-            bar.update(
+            bar.update(  # the description is rich markup; a message quotes a model
                 task,
-                description=message,
+                description=markup(message),
                 completed=fraction if fraction is not None else bar.tasks[0].completed,
             )
             if not sys.stderr.isatty() and not as_json:
-                err_console().print(f"  … {message}")
+                err_console().print(f"  … {markup(message)}")
 
         outcome = engine.evolve(
             engine.EvolveRequest(
@@ -80,18 +80,22 @@ def run_foreground(
 
 
 def _print_outcome(outcome: engine.Outcome, scenario: str) -> None:
-    from reef_cli.cli._output import console, error_line
+    from reef_cli.cli._output import console, error_line, markup
 
     if outcome.state in ("published", "pending"):
         trial: dict[str, Any] = outcome.evidence.get("trial", {})
         console().print(
-            f"[green]{outcome.state} r{outcome.release}[/] of {scenario}: {outcome.message}"
+            f"[green]{outcome.state} r{outcome.release}[/] of {scenario}: "
+            f"{markup(outcome.message)}",
+            soft_wrap=True,
         )
         if trial:
             console().print(
-                f"trial: {trial.get('agent')} {trial.get('agent_version')} in the "
-                f"{trial.get('sandbox')} sandbox, {trial.get('requests')} recorded "
-                f"request(s), change loaded: {trial.get('loaded')}, {trial.get('seconds')}s"
+                markup(
+                    f"trial: {trial.get('agent')} {trial.get('agent_version')} in the "
+                    f"{trial.get('sandbox')} sandbox, {trial.get('requests')} recorded "
+                    f"request(s), change loaded: {trial.get('loaded')}, {trial.get('seconds')}s"
+                )
             )
     elif outcome.state == "unchanged":  # an outcome, not an error: exit 0, on stdout
         from rich.markup import escape
@@ -105,7 +109,7 @@ def run_quickstart(scenario_name: str, ask: str) -> engine.Outcome:
     from adapters._install import install_release
     from adapters.base import Routing
     from reef_cli.cli._diff_view import print_diff
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core import paths, scenarios
     from reef_cli.core.config import load_settings
     from reef_cli.core.diff import diff_trees
@@ -125,9 +129,11 @@ def run_quickstart(scenario_name: str, ask: str) -> engine.Outcome:
     routing = Routing(f"http://{settings.serve_host}:{settings.serve_port}", scenario_name)
     installed, where = install_release("pi", scenario_name, routing, "served", target)
     out.print(
-        f"[bold]1.[/] scenario {scenario_name}: r{installed.number} installed for pi in {where}"
+        f"[bold]1.[/] scenario {scenario_name}: r{installed.number} installed for pi in "
+        f"{markup(where)}"
     )
-    out.print(f"[bold]2.[/] reef-pi evolve {ask!r}  (model: {describe_model()})")
+    model = markup(describe_model())
+    out.print(f"[bold]2.[/] reef-pi evolve {markup(repr(ask))}  (model: {model})")
     outcome = run_foreground(scenario, ask=ask, recipe="reefine", interactive=False, model=None)
     if outcome.state not in ("published", "pending") or outcome.release is None:
         return outcome

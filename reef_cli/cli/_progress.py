@@ -23,7 +23,9 @@ def scan_progress(label: str) -> Iterator[Callable[[str], None]]:
     ) as progress:
         task = progress.add_task(label)
 
-        def tick(item: str) -> None:
-            progress.update(task, description=f"{label}: {item}")
+        from reef_cli.cli._output import markup
+
+        def tick(item: str) -> None:  # a file name in the tree: the description is markup
+            progress.update(task, description=f"{label}: {markup(item, multiline=False)}")
 
         yield tick

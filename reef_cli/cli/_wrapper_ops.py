@@ -136,6 +136,7 @@ def report_last_session(
 
 def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dict[str, Any]:
     from reef_cli.cli._output import console
+    from reef_cli.cli._output import markup as m  # what the server answers is data
 
     client, headers = _client()
     with client:
@@ -146,10 +147,10 @@ def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dic
             headers=headers,
         )
         console().print(
-            f"job {job['id']} queued (Reefine, scenario {scenario}, trial on {adapter_name})"
+            m(f"job {job['id']} queued (Reefine, scenario {scenario}, trial on {adapter_name})")
         )
         if not wait:
-            console().print(f"follow it: GET /reef/jobs/{job['id']}, or rerun with --wait")
+            console().print(m(f"follow it: GET /reef/jobs/{job['id']}, or rerun with --wait"))
             return job
         last = ""
         while job.get("state") in ("queued", "running"):
@@ -157,15 +158,18 @@ def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dic
             job = _call(client.get, f"/reef/jobs/{job['id']}", headers=headers)
             message = str(job.get("progress", {}).get("message", ""))
             if message and message != last:
-                console().print(f"  {message}")
+                console().print(f"  {m(message)}", soft_wrap=True)
                 last = message
     if job.get("state") == "published":
-        console().print(f"[green]published r{job['release']}[/] — {job.get('message', '')}")
+        release, message = m(job.get("release")), m(job.get("message", ""))
+        console().print(f"[green]published r{release}[/] — {message}", soft_wrap=True)
     elif job.get("state") == "pending":
+        release, message = m(job.get("release")), m(job.get("message", ""))
         console().print(
-            f"[yellow]pending r{job['release']}[/] — {job.get('message', '')}; it holds "
-            f"extension code: review it, then `reef harness promote {job['release']} "
-            f"-s {scenario}`"
+            f"[yellow]pending r{release}[/] — {message}; it holds "
+            f"extension code: review it, then `reef harness promote {release} "
+            f"-s {m(scenario)}`",
+            soft_wrap=True,
         )
     else:
         raise ReefError(

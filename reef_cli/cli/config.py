@@ -14,7 +14,7 @@ app = new_app("Show and change Reef's settings.")
 @app.command()
 def show(as_json: JsonOpt = False) -> None:
     """Every setting, its value and where the value came from."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core import config, paths
 
     rows = config.describe()
@@ -23,16 +23,16 @@ def show(as_json: JsonOpt = False) -> None:
         return
     from rich.table import Table
 
-    table = Table(title=f"Settings ({paths.config_path()})", title_justify="left")
+    table = Table(title=f"Settings ({markup(paths.config_path())})", title_justify="left")
     for column in ("key", "value", "source", "env var", "description"):
         table.add_column(column)
     for row in rows:
         table.add_row(
-            row["key"],
-            repr(row["value"]) if row["value"] is None else str(row["value"]),
-            row["source"],
-            row["env"],
-            row["description"],
+            markup(row["key"]),
+            markup(repr(row["value"]) if row["value"] is None else row["value"]),
+            markup(row["source"]),
+            markup(row["env"]),
+            markup(row["description"]),
         )
     console().print(table)
     from reef_cli.core.ollama_local import host, local_models
@@ -40,8 +40,10 @@ def show(as_json: JsonOpt = False) -> None:
     models = local_models()
     if models:
         console().print(
-            f"Ollama at {host()} serves: {', '.join(models[:8])} — use one with "
-            f"`reef config set model ollama/{models[0]}`"
+            markup(
+                f"Ollama at {host()} serves: {', '.join(models[:8])} — use one with "
+                f"`reef config set model ollama/{models[0]}`"
+            )
         )
 
 
@@ -51,18 +53,18 @@ def set_(
     value: Annotated[str, typer.Argument(help="New value; validated before it is written.")],
 ) -> None:
     """Change one setting in config.toml."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core import config
 
     settings = config.set_setting(key, value)
-    console().print(f"{key} = {getattr(settings, key)!r}")
+    console().print(markup(f"{key} = {getattr(settings, key)!r}"))
 
 
 @app.command()
 def unset(key: Annotated[str, typer.Argument(help="Setting name.")]) -> None:
     """Remove a setting from config.toml (back to its default)."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core import config
 
     config.unset_setting(key)
-    console().print(f"{key} reset to its default")
+    console().print(f"{markup(key)} reset to its default")

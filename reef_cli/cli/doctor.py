@@ -73,7 +73,7 @@ def install_rows() -> list[Row]:
 
 def doctor(as_json: JsonOpt = False) -> None:
     """Check git, sandbox tools, Node, agents, models, installs and the state dir."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core.doctor import run_checks
 
     rows = run_checks(sandbox_rows=sandbox_rows(), install_rows=install_rows())
@@ -88,7 +88,13 @@ def doctor(as_json: JsonOpt = False) -> None:
         colour = {"ok": "green", "warn": "yellow", "fail": "red"}
         for row in rows:
             fix = row.fix if row.status != "ok" else ""
-            table.add_row(row.name, f"[{colour[row.status]}]{row.status}[/]", row.detail, fix)
+            # details quote paths, versions and what a probe printed: escaped
+            table.add_row(
+                markup(row.name),
+                f"[{colour[row.status]}]{row.status}[/]",
+                markup(row.detail),
+                markup(fix or ""),
+            )
         console().print(table)
     if any(r.status == "fail" for r in rows):
         raise typer.Exit(1)

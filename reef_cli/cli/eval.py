@@ -87,9 +87,9 @@ def eval_releases(
         return
     _print_table(report)
     if plot is not None:
-        from reef_cli.cli._output import console
+        from reef_cli.cli._output import console, markup
 
-        console().print(f"Plot written to {plot}")
+        console().print(f"Plot written to {markup(plot)}")
 
 
 class _bar:
@@ -115,9 +115,11 @@ class _bar:
         self.progress.__enter__()
         self.task = self.progress.add_task("evaluating", total=self.total)
 
+        from reef_cli.cli._output import markup
+
         def tick(message: str, fraction: float | None = None) -> None:
-            done = round((fraction or 0.0) * self.total)
-            self.progress.update(self.task, description=message, completed=done)
+            done = round((fraction or 0.0) * self.total)  # the description is markup
+            self.progress.update(self.task, description=markup(message), completed=done)
 
         return tick
 
@@ -135,10 +137,10 @@ WIDE = 110  # narrower terminals get each interval on the line below its value
 def _print_table(report: EvalReport) -> None:
     """The report as a table, then each comparison's verdict in the gate's own words."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     from reef_cli.cli._output import console
+    from reef_cli.cli._output import markup as escape
 
     out = console()
     sep = " " if out.width >= WIDE else "\n"

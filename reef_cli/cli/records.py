@@ -22,16 +22,14 @@ def list_records(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """List the newest records."""
-    import json
-
-    from rich.console import Console
     from rich.table import Table
 
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core.store import open_store
 
     rows = open_store().list(scenario=scenario, session_id=session, limit=limit)
     if as_json:
-        typer.echo(json.dumps([r.summary() for r in rows], indent=2))
+        print_json([r.summary() for r in rows])
         return
     if not rows:
         typer.echo("no records yet (send requests through `reef serve`)")
@@ -48,28 +46,27 @@ def list_records(
         "ms",
     )
     for r in rows:
-        table.add_row(
-            r.id,
-            r.created_at[:19],
-            r.scenario,
+        table.add_row(  # a record's fields came over the wire: every one is escaped
+            markup(r.id),
+            markup(r.created_at[:19]),
+            markup(r.scenario),
             "-" if r.release_id is None else f"r{r.release_id}",
-            f"{r.client_dialect}->{r.upstream_dialect}",
-            r.model or "",
-            str(r.status),
+            markup(f"{r.client_dialect}->{r.upstream_dialect}"),
+            markup(r.model or ""),
+            markup(r.status),
             f"{r.input_tokens or 0}/{r.output_tokens or 0}",
             f"{r.latency_ms or 0:.0f}",
         )
-    Console().print(table)
+    console().print(table)
 
 
 @app.command("show")
 def show(receipt: str = typer.Argument(..., help="the receipt (x-reef-agent-record-id)")) -> None:
     """Print one record as JSON: request, response, usage, latency, status."""
-    import json
-
+    from reef_cli.cli._output import json_text
     from reef_cli.core.store import open_store
 
-    typer.echo(json.dumps(open_store().get(receipt).to_json(), indent=2, ensure_ascii=False))
+    typer.echo(json_text(open_store().get(receipt).to_json()))
 
 
 @app.command("export")
@@ -80,9 +77,9 @@ def export(
     output: Path | None = typer.Option(None, "--output", "-o", help="file (default: stdout)"),
 ) -> None:
     """Export whole records, oldest first."""
-    import json
     import sys
 
+    from reef_cli.cli._output import json_text
     from reef_cli.core.store import open_store
 
     out = output.open("w", encoding="utf-8") if output else sys.stdout
@@ -90,10 +87,9 @@ def export(
         items = open_store().iter(scenario=scenario, since=since)
         if jsonl:
             for rec in items:
-                out.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
+                out.write(json_text(rec.to_json(), indent=None) + "\n")
         else:
-            json.dump([r.to_json() for r in items], out, indent=2, ensure_ascii=False)
-            out.write("\n")
+            out.write(json_text([r.to_json() for r in items]) + "\n")
     finally:
         if output:
             out.close()
@@ -151,16 +147,18 @@ def stats(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> N
 def _print_stats(url: str, sizes: list[Any], total: dict[str, int], budget: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
 
-    table = Table("scenario", "records", "size", "oldest", "newest", "referenced", title=url)
+    table = Table(
+        "scenario", "records", "size", "oldest", "newest", "referenced", title=markup(url)
+    )
     for s in sizes:
         table.add_row(
-            s.scenario,
+            markup(s.scenario),
             str(s.records),
             _size(s.bytes),
-            (s.oldest or "-")[:19],
-            (s.newest or "-")[:19],
+            markup((s.oldest or "-")[:19]),
+            markup((s.newest or "-")[:19]),
             str(s.referenced),
         )
     table.add_row("total", str(total["records"]), _size(total["bytes"]), "", "", "")
@@ -275,6 +273,8 @@ def migrate(
 
         print_json(result.to_json())
         return
+    from reef_cli.cli._output import echo
+
     for kind, counts in result.kinds.items():
-        typer.echo(f"{kind}: {counts.copied} copied, {counts.present} already there")
-    typer.echo(f"{result.source} -> {result.target}: counts match")
+        echo(f"{kind}: {counts.copied} copied, {counts.present} already there")
+    echo(f"{result.source} -> {result.target}: counts match")

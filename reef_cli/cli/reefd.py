@@ -55,14 +55,14 @@ def start(
 @app.command()
 def status(json_out: JsonOpt = False) -> None:
     """Whether reefd runs here: engine, weight version, consistency, the last round."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reefd import state
 
     info = state.status()
     if json_out:
         print_json(info)
-    else:
-        console().print(_status_text(info))
+    else:  # reasons and URLs come from the daemon's state file: escaped
+        console().print(markup(_status_text(info)), soft_wrap=True)
     if not info.get("running"):
         raise typer.Exit(1)
 
@@ -108,7 +108,7 @@ def versions(
     json_out: JsonOpt = False,
 ) -> None:
     """The weight releases (w1, w2, …) of a scenario, oldest first."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reefd.weights import WeightChain
 
     chain = WeightChain.for_scenario(scenario)
@@ -121,7 +121,9 @@ def versions(
         return
     for r in releases:
         gate = r.meta.gate or {}
-        console().print(f"{r.tag}  {r.meta.created_at}  {r.meta.source}  {gate.get('verdict', '')}")
+        console().print(
+            markup(f"{r.tag}  {r.meta.created_at}  {r.meta.source}  {gate.get('verdict', '')}")
+        )
 
 
 @app.command()

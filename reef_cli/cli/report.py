@@ -17,8 +17,7 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="print the stored report as JSON"),
 ) -> None:
     """Store a report (score and/or feedback) on records, by receipt or --last."""
-    import json
-
+    from reef_cli.cli._output import echo, print_json
     from reef_cli.core.errors import ReefError
     from reef_cli.core.reports import parse_report, save_report
     from reef_cli.core.store import open_store
@@ -41,9 +40,7 @@ def report(
         body["id"] = report_id
     stored = save_report(store, parse_report(body), scenario)
     if as_json:
-        typer.echo(json.dumps(stored.to_json(), indent=2))
+        print_json(stored.to_json())
     else:
         verb = "stored" if stored.created else "already stored"
-        typer.echo(
-            f"{verb} report {stored.id} on {', '.join(stored.references)} ({stored.scenario})"
-        )
+        echo(f"{verb} report {stored.id} on {', '.join(stored.references)} ({stored.scenario})")

@@ -18,15 +18,13 @@ def check_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
 ) -> None:
     """Show what isolation works on this machine, and how to fix what does not."""
-    import json
-
     import sandbox
+    from reef_cli.cli._output import console, markup, print_json
 
     rows = sandbox.check()
     if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        print_json([r.as_dict() for r in rows])
     else:
-        from rich.console import Console
         from rich.table import Table
 
         table = Table(title="reef sandbox check")
@@ -34,8 +32,8 @@ def check_cmd(
             table.add_column(col, overflow="fold")
         for r in rows:
             mark = "[green]yes[/]" if r.ok else "[red]no[/]"
-            table.add_row(r.name, mark, r.detail, r.fix)
-        Console().print(table)
+            table.add_row(markup(r.name), mark, markup(r.detail), markup(r.fix))
+        console().print(table)
     if not all(r.ok for r in rows if r.name != "limits"):
         raise typer.Exit(1)
 
@@ -99,8 +97,10 @@ def run_cmd(
         on_output=echo,
         unsandboxed=unsandboxed,
     )
+    from reef_cli.cli._output import echo as say
+
     if result.killed_by:
-        typer.echo(f"reef: sandbox: stopped by {result.killed_by}", err=True)
+        say(f"reef: sandbox: stopped by {result.killed_by}", err=True)
     if result.mode == "none":
-        typer.echo(f"reef: the unsandboxed copy is at {result.workdir}", err=True)
+        say(f"reef: the unsandboxed copy is at {result.workdir}", err=True)
     raise typer.Exit(result.returncode if 0 <= result.returncode < 256 else 1)

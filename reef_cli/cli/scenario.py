@@ -37,11 +37,13 @@ def create(
     description: Annotated[str, typer.Option("--description", "-d", help="What it is for.")] = "",
 ) -> None:
     """Create a scenario with an empty release chain."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core import scenarios
+    from reef_cli.core.controls import check_text
 
+    check_text("--description", description)
     scenario = scenarios.create(name, description)
-    console().print(f"Created scenario [bold]{scenario.name}[/] at {scenario.path}")
+    console().print(f"Created scenario [bold]{scenario.name}[/] at {markup(scenario.path)}")
 
 
 @app.command("list")
@@ -50,7 +52,7 @@ def list_(
     archived: Annotated[bool, typer.Option("--archived", help="List archived scenarios.")] = False,
 ) -> None:
     """List scenarios with their release counts."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core import scenarios
 
     if archived:
@@ -59,7 +61,7 @@ def list_(
             print_json(names)
         else:
             for item in names or ["(no archived scenarios)"]:
-                console().print(item)
+                console().print(markup(item))
         return
     rows = [_summary(s) for s in scenarios.list_all()]
     if as_json:
@@ -78,8 +80,8 @@ def list_(
             row["name"],
             str(row["releases"]),
             f"r{row['served']}" if row["served"] else "-",
-            row["created_at"],
-            row["description"],
+            markup(row["created_at"]),
+            markup(row["description"]),
         )
     console().print(table)
 
@@ -87,7 +89,7 @@ def list_(
 @app.command()
 def show(name: NameArg, as_json: JsonOpt = False) -> None:
     """Show one scenario."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core import scenarios
 
     row = _summary(scenarios.get(name))
@@ -95,18 +97,18 @@ def show(name: NameArg, as_json: JsonOpt = False) -> None:
         print_json(row)
         return
     for key, value in row.items():
-        console().print(f"{key + ':':<13}{value}")
+        console().print(f"{key + ':':<13}{markup(value)}")
 
 
 @app.command()
 def delete(name: NameArg) -> None:
     """Archive a scenario (moved aside, never destroyed; see `restore`)."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, markup
     from reef_cli.core import scenarios
 
     target = scenarios.delete(name)
-    console().print(f"Archived scenario {name} to {target}")
-    console().print(f"Undo with: reef scenario restore {target.name}")
+    console().print(f"Archived scenario {name} to {markup(target)}")
+    console().print(f"Undo with: reef scenario restore {markup(target.name)}")
 
 
 @app.command()
@@ -172,12 +174,12 @@ def status(
 
 
 def _print_status(data: dict[str, Any]) -> None:
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, safe
 
     out = console()
 
     def line(text: str) -> None:  # messages may quote a model or a person: never markup
-        out.print(text, markup=False, highlight=False, soft_wrap=True)
+        out.print(safe(text), markup=False, highlight=False, soft_wrap=True)
 
     name, now = data["scenario"], data["now"]
     served = f"r{now['served']}" if now["served"] else "no live release"
@@ -229,7 +231,7 @@ app.add_typer(remote_app, name="remote")
 
 def _print_refs(name: str, refs: dict[str, Any], as_json: bool, head: dict[str, Any]) -> None:
     """A remote command's answer: one line per chain, or JSON (``refs`` as objects)."""
-    from reef_cli.cli._output import console, print_json
+    from reef_cli.cli._output import console, print_json, safe
 
     if as_json:
         print_json({**head, "refs": {label: state.to_json() for label, state in refs.items()}})
@@ -237,7 +239,7 @@ def _print_refs(name: str, refs: dict[str, Any], as_json: bool, head: dict[str, 
     for label, state in refs.items():
         if label == "weights" and state.state == "empty":
             continue  # most scenarios have no weight releases: say nothing about them
-        console().print(state.line(name), markup=False, highlight=False, soft_wrap=True)
+        console().print(safe(state.line(name)), markup=False, highlight=False, soft_wrap=True)
 
 
 @remote_app.command("add")
@@ -247,7 +249,7 @@ def remote_add(
     as_json: JsonOpt = False,
 ) -> None:
     """Share the scenario's chain through URL (created here if missing), then pull."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, safe
     from reef_cli.core import remotes
 
     done = remotes.add(name, url)
@@ -256,7 +258,7 @@ def remote_add(
         created = " (scenario created here)" if done["created"] else ""
         replaced = f", replacing {done['replaced']}" if done["replaced"] else ""
         console().print(
-            f"Chain remote of {name}: {done['url']}{replaced}{created}",
+            safe(f"Chain remote of {name}: {done['url']}{replaced}{created}"),
             markup=False,
             highlight=False,
             soft_wrap=True,
@@ -267,25 +269,30 @@ def remote_add(
 @remote_app.command("show")
 def remote_show(name: NameArg, as_json: JsonOpt = False) -> None:
     """The scenario's remote and each chain against it, as last fetched (no network)."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, safe
     from reef_cli.core import remotes
 
     shown = remotes.show(name)
     head = {k: v for k, v in shown.items() if k != "refs"}
     if not as_json:
-        console().print(f"remote: {shown['url']}", markup=False, highlight=False, soft_wrap=True)
+        console().print(
+            safe(f"remote: {shown['url']}"), markup=False, highlight=False, soft_wrap=True
+        )
     _print_refs(name, shown["refs"], as_json, head)
 
 
 @remote_app.command("remove")
 def remote_remove(name: NameArg) -> None:
     """Forget the scenario's remote; the local chain stays as it is."""
-    from reef_cli.cli._output import console
+    from reef_cli.cli._output import console, safe
     from reef_cli.core import remotes
 
     url = remotes.remove(name)
     console().print(
-        f"Removed the chain remote of {name} ({url})", markup=False, highlight=False, soft_wrap=True
+        safe(f"Removed the chain remote of {name} ({url})"),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
 
 

@@ -113,7 +113,9 @@ def serve(
     watcher = serve_process.watch_idle(built.port, idle_exit)
     previous = _exit_cleanly_on_sigterm()
     try:
-        run_server(built, announce=typer.echo, jobs=Worker())
+        from reef_cli.cli._output import echo  # the banner quotes config: spelled out
+
+        run_server(built, announce=echo, jobs=Worker())
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -164,14 +166,16 @@ def status(as_json: JsonOpt = False) -> None:
 
         print_json(found)
         return
+    from reef_cli.cli._output import echo
+
     if not found["running"]:
         port = f" (last port {found['port']})" if found.get("port") else ""
-        typer.echo(f"no reef serve running for {found['state_dir']}{port}")
+        echo(f"no reef serve running for {found['state_dir']}{port}")
         return
     idle = found.get("idle_exit")
     health = "healthy" if found["healthy"] else "not answering"
     token = "accepts this state dir's token" if found["accepts_token"] else "rejects the token"
-    typer.echo(
+    echo(
         f"reef serve running: pid {found['pid']}, {found['url']}, {health}, {token}; "
         + (f"idle exit after {idle:g}s" if idle else "no idle exit")
         + (f", {found['clients']} agent session(s)" if found["clients"] else "")
@@ -188,4 +192,6 @@ def stop() -> None:
     if serve_process.stop():
         typer.echo(f"stopped reef serve (pid {pid})" if pid else "forgot a stale serve.json")
     else:
-        typer.echo(f"no reef serve running for {paths.state_dir()}")
+        from reef_cli.cli._output import echo
+
+        echo(f"no reef serve running for {paths.state_dir()}")

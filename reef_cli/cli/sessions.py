@@ -20,17 +20,15 @@ def list_sessions(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """List recent sessions, newest first (records and harvested transcripts)."""
-    import json
-
-    from rich.console import Console
     from rich.table import Table
 
     from adapters.harvest_all import overview
+    from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core.store import open_store
 
     rows = overview(open_store(), scenario=scenario, limit=limit)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        print_json(rows)
         return
     if not rows:
         typer.echo(
@@ -40,17 +38,17 @@ def list_sessions(
         return
     table = Table("session", "agent", "scenario", "records", "turns", "started", "last", "tokens")
     for s in rows:
-        table.add_row(
-            s["session_id"],
-            s.get("agent") or "-",
-            s.get("scenario") or "-",
+        table.add_row(  # ids and agents come from headers and transcripts: escaped
+            markup(s["session_id"]),
+            markup(s.get("agent") or "-"),
+            markup(s.get("scenario") or "-"),
             str(s["records"]) if s.get("has_records") else "none",
             str(s["turns"]) if s.get("turns") is not None else "-",
-            (s.get("started_at") or "")[:19],
-            (s.get("last_at") or "")[:19],
+            markup((s.get("started_at") or "")[:19]),
+            markup((s.get("last_at") or "")[:19]),
             f"{s['input_tokens']}/{s['output_tokens']}",
         )
-    Console().print(table)
+    console().print(table)
 
 
 @app.command("show")
@@ -61,9 +59,8 @@ def show(
     ),
 ) -> None:
     """The records of one session, oldest first, and its harvested transcript."""
-    import json
-
     from adapters.harvest_all import detail, summary
+    from reef_cli.cli._output import echo, json_text
     from reef_cli.core.errors import ReefError
     from reef_cli.core.store import open_store
 
@@ -80,24 +77,24 @@ def show(
             "records": [r.to_json() for r in records],
             "transcripts": summaries,
         }
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        typer.echo(json_text(data))
         return
     for t in summaries:
         roles = ", ".join(f"{n} {role}" for role, n in t["turns_by_role"].items())
         calls = ", ".join(f"{name}×{n}" for name, n in t["tool_calls"].items()) or "none"
-        typer.echo(f"transcript: {t['agent']} session {t['session_id']}  ({t['path']})")
-        typer.echo(
+        echo(f"transcript: {t['agent']} session {t['session_id']}  ({t['path']})")
+        echo(
             f"  cwd {t['cwd'] or '-'}  model {t['model'] or '-'}  "
             f"{(t['started_at'] or '')[:19]} .. {(t['ended_at'] or '')[:19]}"
         )
-        typer.echo(f"  turns: {t['turns']}" + (f" ({roles})" if roles else ""))
-        typer.echo(f"  tool calls: {calls}")
-        typer.echo(f"  skills used: {', '.join(t['skills_used']) or 'none'}")
-        typer.echo(f"  receipts: {len(t['receipts'])}")
+        echo(f"  turns: {t['turns']}" + (f" ({roles})" if roles else ""))
+        echo(f"  tool calls: {calls}")
+        echo(f"  skills used: {', '.join(t['skills_used']) or 'none'}")
+        echo(f"  receipts: {len(t['receipts'])}")
     if transcripts:
         typer.echo("records:" if records else "records: none")
     for r in records:
-        typer.echo(
+        echo(
             f"{r.created_at[:19]}  {r.id}  {r.scenario}  status={r.status}  "
             f"tokens={r.input_tokens or 0}/{r.output_tokens or 0}"
         )
@@ -120,18 +117,17 @@ def harvest(
 
     Harvesting a session again replaces its row. Unreadable transcript lines are skipped
     and counted."""
-    import json
-
     from adapters.harvest_all import harvest as run
     from adapters.harvest_all import parse_since
+    from reef_cli.cli._output import echo, print_json
 
     result = run(adapter, target, parse_since(since))
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        print_json(result.to_json())
         return
     for t in result.targets:
         if t.error:
-            typer.echo(f"warning: {t.adapter} {t.target}: {t.error}", err=True)
+            echo(f"warning: {t.adapter} {t.target}: {t.error}", err=True)
     where = len(result.targets)
     line = (
         f"stored {result.stored} session(s) from {where} folder(s); {result.linked} link to records"

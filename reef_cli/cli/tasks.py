@@ -19,11 +19,10 @@ app = new_app("Task sets: list the shipped ones, make a task-set file, show what
 def list_cmd(as_json: JsonOpt = False) -> None:
     """The shipped task sets, whether each is installed, and what to install if not."""
     from recipes.tasks.sources import SOURCES
+    from reef_cli.cli._output import echo, print_json
 
     rows = [s.as_dict() for s in SOURCES.values()]
     if as_json:
-        from reef_cli.cli._output import print_json
-
         print_json(rows)
         return
     for row in rows:
@@ -33,7 +32,7 @@ def list_cmd(as_json: JsonOpt = False) -> None:
             state = "installed"
         else:
             state = f"not installed: {row['install']}"
-        typer.echo(f"{row['name']:<15} {state}\n{'':<15} {row['description']}")
+        echo(f"{row['name']:<15} {state}\n{'':<15} {row['description']}")
 
 
 @app.command("make")
@@ -68,8 +67,10 @@ def make_cmd(
     names = datasets.split(",") if datasets is not None else None
     made = sources.make(source, datasets=names, train=train, val=val, test=test, seed=seed)
     writer.write(output, writer.dump(made), force)
+    from reef_cli.cli._output import echo
+
     counts = ", ".join(f"{n} {split}" for split, n in made.counts().items())
-    typer.echo(f"wrote {output}: {counts}")
+    echo(f"wrote {output}: {counts}")
 
 
 @app.command("show")
@@ -81,6 +82,7 @@ def show_cmd(
     from collections import Counter
 
     from recipes.tasks import load
+    from reef_cli.cli._output import echo, safe
 
     tasks = load(path)
     splits = tasks.counts()
@@ -106,8 +108,12 @@ def show_cmd(
         return ", ".join(f"{k} {n}" for k, n in counted.items())
 
     runner = tasks.runner or "unset (the job's agent)"
-    typer.echo(f"file     {path}\nname     {tasks.name or '-'}\nrunner   {runner}")
+    # a task set's name, runner and source are the file's text: spelled out, one line each
+    one = {"name": tasks.name or "-", "runner": runner, "path": str(path)}
+    one = {k: safe(v, multiline=False) for k, v in one.items()}
+    echo(f"file     {one['path']}\nname     {one['name']}\nrunner   {one['runner']}")
     if tasks.source:
         made_by = " ".join(str(tasks.source.get(k, "")) for k in ("generator", "version"))
-        typer.echo(f"source   {made_by.strip() or '-'}, seed {tasks.source.get('seed', '-')}")
-    typer.echo(f"splits   {kinds(splits)}\nscorers  {kinds(scorers)}\nlenient  {kinds(lenient)}")
+        seed = tasks.source.get("seed", "-")
+        echo(f"source   {safe(made_by.strip() or '-', multiline=False)}, seed {safe(seed)}")
+    echo(f"splits   {kinds(splits)}\nscorers  {kinds(scorers)}\nlenient  {kinds(lenient)}")

@@ -99,8 +99,10 @@ class Wrapper:
         adapter = adapters.get(self.adapter)
         command, extra = adapter.wrapper(target, routing, argv)  # type: ignore[arg-type]
         line = adapter.notice(target)
-        if line:
-            print(line, file=sys.stderr)
+        if line:  # it quotes the chain (a release's reason): control characters spelled out
+            from reef_cli.cli._output import safe
+
+            print(safe(line), file=sys.stderr)
         env = {**os.environ, **extra}
         # The agent keeps this pid after exec: the background serve stays up while it runs.
         serve_process.register_client(os.getpid())
@@ -131,10 +133,11 @@ class Wrapper:
             if code:  # the error line is already printed
                 raise typer.Exit(code)
             import adapters
+            from reef_cli.cli._output import echo
 
             record = adapters.get(self.adapter).installed(self.target(name))
             if record:
-                typer.echo(f"installed for {self.prog}: r{record.get('release')}")
+                echo(f"installed for {self.prog}: r{record.get('release')}")
 
         @app.command()
         def install(
@@ -142,9 +145,11 @@ class Wrapper:
             scenario: ScenarioOpt = None,
         ) -> None:
             """Install (pin) a release for the agent."""
+            from reef_cli.cli._output import echo
+
             name = self.scenario(scenario)
             target, _, _ = self.prepare(name, release)
-            typer.echo(f"installed {release} of {name} into {target}")
+            echo(f"installed {release} of {name} into {target}")
 
         @app.command()
         def report(
@@ -163,6 +168,7 @@ class Wrapper:
             scenario: ScenarioOpt = None,
         ) -> None:
             """Score the receipts of the agent's last session (once, unless --again)."""
+            from reef_cli.cli._output import echo
             from reef_cli.cli._wrapper_ops import parse_score, report_last_session
 
             value = parse_score(score)
@@ -172,9 +178,9 @@ class Wrapper:
             )
             count = len(stored["references"])
             if stored.get("created", True):
-                typer.echo(f"report {stored['id']} stored for {count} receipt(s)")
+                echo(f"report {stored['id']} stored for {count} receipt(s)")
             else:
-                typer.echo(
+                echo(
                     f"report {stored['id']} already stored for {count} receipt(s); "
                     "nothing added (--again adds another)"
                 )

@@ -21,6 +21,7 @@ a test checks the list against this tree.
     ├── ScenarioNotFound            1  404  failed
     ├── ScenarioExists              1  409  failed
     ├── InvalidName                 1  400  rejected
+    ├── InvalidText                 2  400  rejected
     ├── TreeError                   3  422  rejected
     ├── ReleaseNotFound             1  404  failed
     ├── ChainCorrupt                1  500  failed
@@ -99,6 +100,22 @@ class InvalidName(ReefError):
 
     http_status = 400
     kind = "rejected"
+
+
+class InvalidText(ReefError):
+    """A reason or description that is too long or holds a control character (an escape
+    sequence, a bidi override); ``field`` names it."""
+
+    exit_code = 2
+    http_status = 400
+    kind = "rejected"
+
+    def __init__(self, message: str, hint: str | None = None, field: str = "text") -> None:
+        super().__init__(message, hint)
+        self.field = field
+
+    def details(self) -> dict[str, Any]:
+        return {"field": self.field}
 
 
 class TreeError(ReefError):

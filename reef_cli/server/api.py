@@ -4,16 +4,17 @@ pages, health."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from reef_cli.core import scenarios
-from reef_cli.core.errors import AuthError, ReleaseNotFound
+from reef_cli.core.controls import MAX_REASON, check_text
+from reef_cli.core.errors import AuthError, InvalidText, ReleaseNotFound
 from reef_cli.core.names import check_name
 from reef_cli.core.publishing import republish
 from reef_cli.core.reports import (
@@ -46,10 +47,24 @@ class ErrorBody(BaseModel):
     error: dict[str, Any]
 
 
+def _no_controls(value: str) -> str:
+    """Refuse a control character (an escape sequence, a bidi override) in text a person
+    later reads on a terminal; a 400 naming the field."""
+    try:
+        return check_text("it", value, limit=None)
+    except InvalidText as exc:
+        raise ValueError(exc.message.removeprefix("it ")) from None
+
+
+#: A reason or description: at most MAX_REASON characters, line breaks and tabs but no
+#: other control character.
+Text = Annotated[str, Field(max_length=MAX_REASON), AfterValidator(_no_controls)]
+
+
 class ScenarioIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(max_length=64, description="kebab-case name")
-    description: str = Field("", max_length=2000)
+    description: Text = ""
 
 
 class ScenarioOut(BaseModel):
@@ -68,7 +83,7 @@ class RollbackIn(BaseModel):
         le=10**9,
         description="release to restore (default: the one before the served release)",
     )
-    reason: str = Field("", max_length=2000)
+    reason: Text = ""
 
 
 class PromoteIn(BaseModel):
@@ -76,7 +91,7 @@ class PromoteIn(BaseModel):
     release: int | None = Field(
         None, ge=1, le=10**9, description="release to make live (default: latest)"
     )
-    reason: str = Field("", max_length=2000)
+    reason: Text = ""
 
 
 class ReportOut(BaseModel):
