@@ -15,9 +15,10 @@ app = typer.Typer(
 def main(ctx: typer.Context) -> None:
     """Print the main token ($REEF_TOKEN, else generated once and stored 0600)."""
     if ctx.invoked_subcommand is None:
+        from reef_cli.cli._output import echo
         from reef_cli.core.tokens import main_token
 
-        typer.echo(main_token(create=True))
+        echo(main_token(create=True))
 
 
 @app.command("create")
@@ -29,7 +30,7 @@ def create(
     from reef_cli.core.tokens import create_scoped
 
     typer.echo(create_scoped(name, scenario))
-    typer.echo("(shown once; restart `reef serve` to accept it)", err=True)
+    typer.echo("(shown once; a running `reef serve` accepts it from its next request)", err=True)
 
 
 @app.command("list")
@@ -43,16 +44,18 @@ def list_tokens(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
+    from reef_cli.cli._output import echo  # tokens.json may be edited by hand
+
     for row in rows:
-        typer.echo(f"{row['name']}: {', '.join(row['scenarios'])}")
+        echo(f"{row['name']}: {', '.join(row['scenarios'])}")
     if not rows:
         typer.echo("no scenario tokens (create one with `reef token create NAME --scenario S`)")
 
 
 @app.command("revoke")
 def revoke(name: str = typer.Argument(...)) -> None:
-    """Revoke a scenario token (restart `reef serve` to apply)."""
+    """Revoke a scenario token; a running `reef serve` refuses it from its next request."""
     from reef_cli.core.tokens import revoke_scoped
 
     revoke_scoped(name)
-    typer.echo(f"revoked {name}")
+    typer.echo(f"revoked {name}; a running `reef serve` refuses it from its next request")

@@ -6,6 +6,8 @@
   tokens limited to named scenarios. Only the hash is stored; the token is shown once.
 
 Tokens are compared as SHA-256 digests with ``hmac.compare_digest`` (constant time).
+A running server holds a ``FileTokens``: it re-reads both files when they change, so a
+token created or revoked with `reef token` takes effect without a restart.
 """
 
 from __future__ import annotations
@@ -13,16 +15,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reef_cli.core import paths
-from reef_cli.core.errors import AuthError, StateError
-from reef_cli.core.fsutil import atomic_write_text
+from reef_cli.core.errors import AuthError, ConfigError, StateError
+from reef_cli.core.fsutil import atomic_write_text, stat_key
 from reef_cli.core.names import check_name
+
+log = logging.getLogger("reef.tokens")
 
 TOKEN_FILE = "token"
 TOKENS_FILE = "tokens.json"
@@ -166,3 +174,80 @@ class TokenSet:
             if hmac.compare_digest(got, want) and found is None:
                 found = Grant(token.name, frozenset(token.scenarios))
         return found
+
+
+MAIN_CHECK_SECONDS = 1.0  # how stale a running server's view of the main token may be
+
+
+class FileTokens(TokenSet):
+    """The tokens a running `reef serve` accepts, kept in step with their files.
+
+    ``check`` stats ``tokens.json`` (one ``stat``, about a microsecond) and re-reads it when
+    its inode, mtime or size moved, so `reef token create` / `revoke` apply from the next
+    request; the main token file is looked at once a second at most (rotating it is rare).
+    ``reload`` re-reads both whatever they look like (`reef serve` calls it on SIGHUP). A
+    tokens.json that cannot be read accepts no scenario token until it is fixed (fail
+    closed: a damaged file must not keep a revoked token alive)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(None, [])
+        self._clock = clock
+        self._scoped_path, self._main_path = tokens_path(), token_path()  # resolved once
+        self._lock = threading.Lock()
+        self._current = TokenSet(None, [])
+        self._scoped_key: object = ()
+        self._main_key: object = ()
+        self._main_checked = 0.0
+        self.reload()
+
+    @property
+    def open(self) -> bool:
+        return False  # a server that checks tokens never turns open, whatever the files say
+
+    def check(self, presented: str | None) -> Grant | None:
+        scoped_key = stat_key(self._scoped_path)
+        main_due = self._clock() - self._main_checked >= MAIN_CHECK_SECONDS
+        if scoped_key != self._scoped_key or (main_due and self._main_changed()):
+            self._load(scoped_key)
+        return self._current.check(presented)
+
+    def reload(self) -> None:
+        """Re-read the main token and tokens.json now."""
+        self._load(stat_key(self._scoped_path), force=True)
+
+    def _main_changed(self) -> bool:
+        self._main_checked = self._clock()
+        return stat_key(self._main_path) != self._main_key
+
+    def _load(self, scoped_key: object, force: bool = False) -> None:
+        with self._lock:
+            if not force and scoped_key == self._scoped_key and not self._main_stale():
+                return  # another thread loaded it meanwhile
+            main_key = stat_key(self._main_path)
+            try:
+                main = main_token(create=False)
+            except OSError as exc:
+                log.error("cannot read the main token (%s): it is not accepted", exc.strerror)
+                main = None
+            except (StateError, ConfigError) as exc:
+                log.error("%s: the main token is not accepted", exc.one_line())
+                main = None
+            try:
+                scoped = _load_scoped()
+            except StateError as exc:
+                log.error("%s: no scenario token is accepted until it is fixed", exc.one_line())
+                scoped = []
+            except OSError as exc:
+                log.error(
+                    "cannot read %s (%s): no scenario token is accepted", self._scoped_path, exc
+                )
+                scoped = []
+            self._current = TokenSet(main, scoped)
+            first = self._scoped_key == ()
+            self._scoped_key, self._main_key = scoped_key, main_key
+            self._main_checked = self._clock()
+            if not first:
+                log.info("tokens reloaded: the main token and %d scenario token(s)", len(scoped))
+
+    def _main_stale(self) -> bool:
+        return stat_key(self._main_path) != self._main_key

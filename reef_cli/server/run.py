@@ -26,7 +26,26 @@ def token_set(config: ServeConfig) -> tokens.TokenSet | None:
     main = tokens.main_token(create=True)
     if not main:
         raise ServeError("no token available", "set REEF_TOKEN or check the state dir")
-    return tokens.TokenSet(main, tokens.list_scoped())
+    tokens.list_scoped()  # a damaged tokens.json: refuse to start, with the fix
+    return tokens.FileTokens()  # re-read when the files change: `reef token` applies at once
+
+
+def reload_tokens_on_sighup(accepted: tokens.TokenSet | None) -> None:
+    """SIGHUP re-reads the token files (they are also re-read when they change); only in
+    the main thread, where a signal handler can be set."""
+    import signal
+    import threading
+
+    if not isinstance(accepted, tokens.FileTokens):
+        return
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGHUP"):
+        return
+
+    def reload(signum: int, frame: object) -> None:
+        # not here: the handler may interrupt a reload holding the lock in this thread
+        threading.Thread(target=accepted.reload, name="reef-token-reload", daemon=True).start()
+
+    signal.signal(signal.SIGHUP, reload)
 
 
 def with_default_upstream(config: ServeConfig) -> tuple[ServeConfig, object | None]:
@@ -129,6 +148,7 @@ def serve(
         f"recording: {f'on ({app.state.store.url})' if config.record else 'off'}"
     )
     configure_logging(upstream.key, url.password_of(url.database_url()))
+    reload_tokens_on_sighup(accepted)
     settle_heap()
     try:
         uvicorn.run(app, host=config.host, port=config.port, **uvicorn_options(config))
