@@ -488,6 +488,8 @@ class Proxy:
             self._chunk(ex, out)
             done = True
             ex.status = resp.status
+            if isinstance(tr, OpenAIToAnthropic | AnthropicToOpenAI):
+                ex.usage = tr.client_usage()  # the client's stream may not carry it
             final = tr.final if isinstance(tr, ChatToResponses | Chained) else None
             if final is not None and final.get("status") != "failed":
                 self._keep(ex, final)

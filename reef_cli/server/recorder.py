@@ -61,6 +61,7 @@ class Exchange:
     weight_version: str | None = None  # reefd: the weights served when the request came
     weight_note: str | None = None  # reefd: why this exchange cannot train (a swap, ...)
     weight_epoch: int | None = None  # reefd: WeightVersion.epoch when the request came
+    usage: dict[str, Any] | None = None  # a translated stream's usage, the client's dialect
 
 
 @dataclass
@@ -98,6 +99,7 @@ def _end(ex: Exchange, kind: str) -> dict[str, Any]:
         "first_chunk": ex.first_chunk,
         "ended": ex.ended,
         "weight_note": ex.weight_note,
+        "usage": ex.usage,
     }
 
 
@@ -200,6 +202,8 @@ def to_record(ex: Exchange) -> Record:
         response = _json(ex.body)
         stored_response = _raw(ex.body, response)
     usage, inp, out = assemble.usage_of(ex.client_dialect, response)
+    if usage is None and ex.usage:  # a translated stream the client took without usage
+        usage, inp, out = assemble.usage_of(ex.client_dialect, {"usage": ex.usage})
     token_ids, logprobs = (None, None) if ex.stream else assemble.tokens_of(response)
     ended = ex.ended or time.perf_counter()
     return Record(
@@ -249,6 +253,7 @@ def _from_journal(item: journal.Replayed) -> Exchange:
         ex.first_chunk = end.get("first_chunk")
         ex.ended = end.get("ended")
         ex.weight_note = end.get("weight_note", ex.weight_note)
+        ex.usage = end.get("usage")
     else:  # a stream cut off by the crash
         ex.interrupted = True
         ex.first_chunk = None

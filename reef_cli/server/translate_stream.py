@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from reef_cli.server import sse
-from reef_cli.server.translate_response import A_TO_O_STOP, O_TO_A_STOP, a_usage_to_o
+from reef_cli.server.translate_response import A_TO_O_STOP, O_TO_A_STOP, a_usage_to_o, o_usage_to_a
 
 
 def _loads(data: str) -> Any:
@@ -134,6 +134,10 @@ class OpenAIToAnthropic:
                 self.finish_reason = choice["finish_reason"]
         return out
 
+    def client_usage(self) -> dict[str, Any] | None:
+        """What the upstream reported, in the client's dialect (None: it reported none)."""
+        return o_usage_to_a(self.usage) if self.usage else None
+
     def finish(self, tail: bytes = b"", complete: bool = True) -> bytes:
         if self.errored:
             return tail
@@ -143,15 +147,11 @@ class OpenAIToAnthropic:
             stop = O_TO_A_STOP.get(self.finish_reason or "stop", "end_turn")
             if self.saw_tool and stop == "end_turn":
                 stop = "tool_use"
-            usage = {
-                "input_tokens": int(self.usage.get("prompt_tokens") or 0),
-                "output_tokens": int(self.usage.get("completion_tokens") or 0),
-            }
             out += sse.encode(
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": usage,
+                    "usage": o_usage_to_a(self.usage),
                 },
                 "message_delta",
             )
@@ -249,6 +249,12 @@ class AnthropicToOpenAI:
                 }
             )
         return b""
+
+    def client_usage(self) -> dict[str, Any] | None:
+        """What the upstream reported, in the client's dialect (None: it reported none).
+        The record takes it from here: a client that did not ask for
+        ``stream_options.include_usage`` gets no usage chunk to assemble it from."""
+        return a_usage_to_o(self.usage) if self.usage else None
 
     def finish(self, tail: bytes = b"", complete: bool = True) -> bytes:
         out = b""
