@@ -96,6 +96,11 @@ class ServeConfig(BaseModel):
         "as bytes (default: only for api.openai.com); else it is translated to chat",
     )
     default_scenario: str = "default"
+    allow_implicit_scenario_creation: bool = Field(
+        True,
+        description="a request naming an unknown scenario (x-reef-scenario) creates it; "
+        "off: it is a 404. Never for scenario tokens, which may only use existing scenarios",
+    )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(600.0, gt=0, description="seconds of upstream silence before a 504")

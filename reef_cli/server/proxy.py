@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from reef_cli.core.errors import InvalidName, ReefError
+from reef_cli.core.errors import InvalidName, ReefError, ScenarioNotFound
 from reef_cli.core.names import is_kebab
 from reef_cli.core.records import new_receipt
 from reef_cli.core.weight_version import WeightVersion
@@ -194,8 +194,9 @@ class Proxy:
 
     async def _admit(
         self, request: Request, dialect: str
-    ) -> tuple[str, bytes, dict[str, Any]] | Response:
-        """Auth, scenario, body checks. Returns (scenario, raw body, parsed body) or an error."""
+    ) -> tuple[str, bytes, dict[str, Any], bool] | Response:
+        """Auth, scenario, body checks. Returns (scenario, raw body, parsed body, whether
+        the caller may create the scenario) or an error."""
         headers = request.headers
         grant = self.auth.grant(headers, allow_api_key=True)
         if grant is None:
@@ -229,13 +230,17 @@ class Proxy:
             return error_response(dialect, 400, "request body is not valid JSON")
         if not isinstance(body, dict):
             return error_response(dialect, 400, "request body must be a JSON object")
-        return scenario, raw, body
+        # a scenario token never creates one: a typo in its header must not add scenarios
+        create = grant.scenarios is None and self.config.allow_implicit_scenario_creation
+        return scenario, raw, body, create
 
-    async def _release(self, scenario: str, dialect: str) -> Releases | Response:
+    async def _release(self, scenario: str, dialect: str, create: bool) -> Releases | Response:
         try:
-            return await self.releases.releases(scenario)
+            return await self.releases.releases(scenario, create=create)
         except InvalidName as exc:
             return error_response(dialect, 400, exc.one_line())
+        except ScenarioNotFound as exc:
+            return error_response(dialect, 404, exc.one_line())
         except ReefError as exc:
             return error_response(dialect, 503, exc.one_line())
 
@@ -319,8 +324,8 @@ class Proxy:
         admitted = await self._admit(request, dialect)
         if isinstance(admitted, Response):
             return admitted
-        scenario, raw, body = admitted
-        chain = await self._release(scenario, dialect)
+        scenario, raw, body, create = admitted
+        chain = await self._release(scenario, dialect, create)
         if isinstance(chain, Response):
             return chain
         release, note = chain.credit(request.headers.get(receipts.RELEASE_HEADER))
@@ -513,7 +518,7 @@ class Proxy:
         admitted = await self._admit(request, "anthropic")
         if isinstance(admitted, Response):
             return admitted
-        _scenario, raw, body = admitted
+        _scenario, raw, body, _create = admitted
         up = self.upstream
         if up.dialect == "anthropic":
             payload = json.dumps({**body, "model": up.model}).encode() if up.model else raw

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reef_cli.core import paths, scenarios
+from reef_cli.core.errors import ScenarioNotFound
 from reef_cli.core.fsutil import stat_key
 from reef_cli.core.scenarios import CHAIN_DIR
 
@@ -54,13 +55,26 @@ class Releases:
         return number, None
 
 
-def load(scenario: str) -> tuple[Releases, Path]:
-    """Create the scenario if needed; its served and latest release numbers."""
-    found = scenarios.get_or_create(scenario)
+def load(scenario: str, create: bool = True) -> tuple[Releases, Path]:
+    """The scenario's served and latest release numbers; an unknown scenario is created
+    when ``create`` (the one place `reef serve` creates one for a request), else
+    ``ScenarioNotFound`` naming the setting."""
+    found = scenarios.get_or_create(scenario) if create else _existing(scenario)
     chain = found.chain()
     releases = chain.releases()
     served = next((r.number for r in reversed(releases) if r.meta.status == "live"), None)
     return Releases(served, releases[-1].number if releases else None), found.chain_dir
+
+
+def _existing(scenario: str) -> scenarios.Scenario:
+    try:
+        return scenarios.get(scenario)
+    except ScenarioNotFound:
+        raise ScenarioNotFound(
+            f"unknown scenario {scenario!r}: reef serve creates a scenario "
+            "on first use only for the main token with allow_implicit_scenario_creation on",
+            f"check the name, or create it with `reef scenario create {scenario}`",
+        ) from None
 
 
 def ref_key(chain_dir: Path) -> RefKey:
@@ -80,7 +94,9 @@ class ReleaseCache:
     def __init__(self, ttl: float = 2.0) -> None:
         self.ttl = max(ttl, 1.0)
         self._values: dict[str, _Entry] = {}
-        self._loading: dict[str, asyncio.Future[Releases]] = {}
+        # keyed by (scenario, create): a load that may not create never answers for one
+        # that may, nor the reverse
+        self._loading: dict[tuple[str, bool], asyncio.Future[Releases]] = {}
 
     def invalidate(self, scenario: str | None = None) -> None:
         if scenario is None:
@@ -92,26 +108,29 @@ class ReleaseCache:
         """The served release number of ``scenario``."""
         return (await self.releases(scenario)).served
 
-    async def releases(self, scenario: str) -> Releases:
+    async def releases(self, scenario: str, create: bool = True) -> Releases:
+        """``create``: an unknown scenario is created, else ``ScenarioNotFound``."""
         hit = self._values.get(scenario)
         if hit is not None:
             if ref_key(hit.chain_dir) == hit.key:
-                if time.monotonic() - hit.loaded_at >= self.ttl and scenario not in self._loading:
-                    self._start_load(scenario).add_done_callback(_quiet)
+                refresh = (scenario, False)  # it exists: a refresh never re-creates it
+                if time.monotonic() - hit.loaded_at >= self.ttl and refresh not in self._loading:
+                    self._start_load(scenario, False).add_done_callback(_quiet)
                 return hit.value
             self._values.pop(scenario, None)  # the chain moved: reload before answering
-        future = self._loading.get(scenario) or self._start_load(scenario)
+        future = self._loading.get((scenario, create)) or self._start_load(scenario, create)
         return await asyncio.shield(future)
 
-    def _start_load(self, scenario: str) -> asyncio.Future[Releases]:
+    def _start_load(self, scenario: str, create: bool) -> asyncio.Future[Releases]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Releases] = loop.create_future()
-        self._loading[scenario] = future
+        key = (scenario, create)
+        self._loading[key] = future
 
         def read() -> _Entry:
             chain_dir = paths.scenarios_dir() / scenario / CHAIN_DIR
             key = ref_key(chain_dir)  # before reading: a publish meanwhile shows as a change
-            value, chain_dir = load(scenario)
+            value, chain_dir = load(scenario, create)
             return _Entry(value, key, chain_dir, time.monotonic())
 
         async def run() -> None:
@@ -122,7 +141,7 @@ class ReleaseCache:
             except BaseException as exc:
                 future.set_exception(exc)
             finally:
-                self._loading.pop(scenario, None)
+                self._loading.pop(key, None)
 
         task = loop.create_task(run())
         task.add_done_callback(_quiet)

@@ -35,6 +35,9 @@ def test_auth(make_stack, caplog):
     r = post(stack, "/v1/chat/completions", CHAT, headers=limited)  # default scenario
     assert r.status_code == 403
     r = post(stack, "/v1/chat/completions", CHAT, headers={**limited, "x-reef-scenario": "team-a"})
+    assert r.status_code == 404  # a scenario token never creates its scenario
+    scenarios.create("team-a")
+    r = post(stack, "/v1/chat/completions", CHAT, headers={**limited, "x-reef-scenario": "team-a"})
     assert r.status_code == 200
     assert httpx.get(stack.url + "/reef/scenarios", headers=limited).status_code == 200
     assert httpx.get(stack.url + "/reef/scenarios").status_code == 401

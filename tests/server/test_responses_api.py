@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from reef_cli.core import scenarios
 from reef_cli.server.receipts import RECORD_HEADER, RELEASE_HEADER
 from tests.fakes.upstream import SHORT_READ_TIMEOUT, STALL, FakeUpstream, Turn
 from tests.server.conftest import LIMITED, TOKEN
@@ -109,7 +110,10 @@ def test_admission_refuses_before_the_upstream(make_stack):
             yield b"x" * 1000  # no content-length: the cap applies while reading
 
     assert_error_shape(httpx.post(url, content=chunks(), headers={**AUTH, **json_type}), 413)
+    # a scenario token never creates its scenario: an unknown one is a 404 too
+    assert_error_shape(post(stack, SIMPLE, headers={**limited, "x-reef-scenario": "team-a"}), 404)
     assert stack.fake.log == []
+    scenarios.create("team-a")
     r = post(stack, SIMPLE, headers={**limited, "x-reef-scenario": "team-a"})
     assert r.status_code == 200 and output_text(r.json()) == "Hello from the fake model."
     assert len(stack.fake.log) == 1
