@@ -105,11 +105,17 @@ def _known(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in _FIELDS}
 
 
+def missing(job_id: str) -> JobNotFound:
+    """The answer for a job that does not exist, and (the server) for one the caller may
+    not see: the same, so it tells nobody which ids exist."""
+    return JobNotFound(f"no job {job_id!r}", "list releases with `reef harness versions`")
+
+
 def get(job_id: str) -> Job:
     _check_id(job_id)
     data = store.shared().load_job(job_id)
     if data is None:
-        raise JobNotFound(f"no job {job_id!r}", "list releases with `reef harness versions`")
+        raise missing(job_id)
     return Job(**_known(data))
 
 

@@ -168,16 +168,23 @@ async def _report_scenario(request: Request, report: ReportIn, grant: Grant) -> 
     store: Store = request.app.state.store
     recorder = request.app.state.recorder
     known: dict[str, str] = {}
-    if report.references:
-        known = await asyncio.to_thread(store.exists, report.references)
-        if len(known) < len(report.references) and recorder is not None:
+    refs = report.references
+
+    def visible() -> dict[str, str]:
+        """The receipts that exist *for this caller*: one of a scenario it may not see is
+        treated as unknown all the way (the same waits, status and body), so receipts
+        of other scenarios cannot be probed."""
+        return {ref: name for ref, name in store.exists(refs).items() if grant.allows(name)}
+
+    if refs:
+        known = await asyncio.to_thread(visible)
+        if len(known) < len(refs) and recorder is not None:
             await asyncio.to_thread(recorder.flush, 10.0)
-            known = await asyncio.to_thread(store.exists, report.references)
-        refs = report.references
+            known = await asyncio.to_thread(visible)
         known = await replicas.read_until(
-            store, lambda: store.exists(refs), lambda found: len(found) == len(refs), known
+            store, visible, lambda found: len(found) == len(refs), known
         )
-        refuse_unknown(report.references, known)
+        refuse_unknown(refs, known)
     referenced = sorted(set(known.values()))
     for name in ([header] if header is not None else []) + referenced:
         allow(grant, name)

@@ -85,7 +85,8 @@ def make_router() -> APIRouter:
     def job(job_id: str, grant: Grant = Depends(grant_of)) -> dict[str, Any]:
         """A job's state, progress and, once done, its outcome (release, verdict, evidence)."""
         found = jobs.get(job_id[:64])
-        allow(grant, found.scenario)
+        if not grant.allows(found.scenario):
+            raise jobs.missing(found.id)  # as for an unknown id: no existence oracle
         return found.to_json()
 
     @router.get(

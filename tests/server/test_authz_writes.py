@@ -4,7 +4,8 @@ Every mutating route of the app (read from the app itself, so a new one without 
 here fails ``test_every_mutating_route_has_a_case``) is sent with a token scoped to
 ``team-a`` but aimed at ``team-b`` (or at the default scenario), in every way a request
 can name a scenario: path, body, ``x-reef-scenario``, referenced receipts. Each must
-answer 403 (401 without a token) and leave the whole store as it was: records, reports,
+answer 403 (401 without a token; a receipt of team-b is answered as an unknown one, 400,
+so it tells nothing about team-b) and leave the whole store as it was: records, reports,
 scenarios, release chains (every git ref), jobs and every other file in the state dir.
 A control sends the same request with the main token and sees the store change, so a
 case cannot pass by never reaching a write.
@@ -55,6 +56,7 @@ class Send:
     build: Callable[[Setup], dict[str, Any]]  # httpx.request kwargs, less method/url/auth
     writes_with_main: bool = True  # the control: the main token's request does write
     path: str | None = None  # when the path itself names the scenario
+    refused: int = 403  # the scoped token's answer
 
     def kwargs(self, setup: Setup, auth: dict[str, str] | None) -> dict[str, Any]:
         kw = self.build(setup)
@@ -71,12 +73,13 @@ def report(
     refs: Callable[[Setup], list[str]],
     writes: bool = True,
     headers: dict[str, str] | None = None,
+    refused: int = 403,
     **body: Any,
 ) -> Send:
     def build(s: Setup) -> dict[str, Any]:
         return {"json": {"score": 1.0, **body, "references": refs(s)}, "headers": headers or {}}
 
-    return Send(name, build, writes)
+    return Send(name, build, writes, refused=refused)
 
 
 def on(scenario: str) -> dict[str, str]:
@@ -87,12 +90,17 @@ def on(scenario: str) -> dict[str, str]:
 CASES: dict[tuple[str, str], list[Send]] = {
     ("POST", "/reef/report"): [
         report("header names team-b", lambda s: [], headers=on("team-b")),
-        report("a team-b receipt, no header", lambda s: [s.receipt_b]),
-        report("a team-b receipt under team-a", lambda s: [s.receipt_b], False, on("team-a")),
-        report("team-a and team-b receipts", lambda s: [s.receipt_a, s.receipt_b], False),
+        # a team-b receipt is unknown to the scoped token: 400, as for one never recorded
+        report("a team-b receipt, no header", lambda s: [s.receipt_b], refused=400),
+        report("a team-b receipt under team-a", lambda s: [s.receipt_b], False, on("team-a"), 400),
+        report(
+            "team-a and team-b receipts", lambda s: [s.receipt_a, s.receipt_b], False, None, 400
+        ),
         report("no header, no receipt: the default scenario", lambda s: []),
-        report("a team-b receipt, a new id", lambda s: [s.receipt_b], id="rep-new-1"),
-        report("a team-b report resent", lambda s: [s.receipt_b], False, score=0.5, id=KEPT),
+        report("a team-b receipt, a new id", lambda s: [s.receipt_b], refused=400, id="rep-new-1"),
+        report(
+            "a team-b report resent", lambda s: [s.receipt_b], False, None, 400, score=0.5, id=KEPT
+        ),
     ],
     ("POST", "/reef/scenarios"): [
         send("a new scenario", json={"name": "team-c"}),
@@ -247,7 +255,7 @@ def test_scoped_token_writes_nothing_outside_its_scenarios(
     assert before.tables["records"] and before.tables["reports"] and before.refs
     for case in CASES[route]:
         url = stack.url + (case.path or template)
-        for auth, status in ((SCOPED, 403), (None, 401)):
+        for auth, status in ((SCOPED, case.refused), (None, 401)):
             r = httpx.request(method, url, **case.kwargs(made, auth))
             who = "scoped token" if auth else "no token"
             assert r.status_code == status, f"{case.name} ({who}): {r.status_code} {r.text}"
