@@ -44,7 +44,7 @@ def check(directory: DirArg, as_json: JsonOpt = False) -> None:
     limits = limits_from(load_settings())
     try:
         found = scan_folder(directory, limits)
-    except TreeError as exc:  # no folder to look into
+    except TreeError as exc:  # a symlinked root (a missing one is TreeNotFound: exit 1)
         data = _blocked_tree(exc.problems)
     else:
         # Every problem in one run: the folder's (links, special files, names, sizes),
@@ -149,13 +149,14 @@ def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
     chain = found_in.chain()
     releases = list(reversed(chain.releases()))
     waiting = proposals.pending(found_in)
+    states = proposals.states(found_in, releases)  # a pending release's real state
     if as_json:
         served = chain.served()
         print_json(
             {
                 "scenario": name,
                 "served": served.number if served else None,
-                "releases": [r.to_json() for r in releases],
+                "releases": [proposals.release_json(r, states) for r in releases],
                 "proposals": [p.to_json() for p in waiting],
             }
         )
@@ -179,7 +180,7 @@ def versions(scenario: ScenarioOpt = None, as_json: JsonOpt = False) -> None:
         # metadata is anyone's text)
         table.add_row(
             release.tag + mark,
-            markup(meta.status),
+            markup(proposals.shown_status(release, states)),
             markup(source),
             markup(meta.gate.get("verdict", "")),
             markup(meta.created_at[:19].replace("T", " ")),
@@ -256,18 +257,20 @@ def show(
 ) -> None:
     """Show one release: metadata, gate verdict and files."""
     from reef_cli.cli._output import console, markup, print_json, safe
-    from reef_cli.core import scenarios
+    from reef_cli.core import proposals, scenarios
 
     found_in = scenarios.get(scenario_name(scenario))
     chain = found_in.chain()
     found = found_in.resolve(release)
     files = chain.files(found)
+    states = proposals.states(found_in)
     if as_json:
-        print_json({**found.to_json(), "files": sorted(files)})
+        print_json({**proposals.release_json(found, states), "files": sorted(files)})
         return
     meta = found.meta
     out = console()
-    out.print(f"[bold]{found.tag}[/]  {markup(meta.status)}  {markup(meta.created_at)}")
+    status = proposals.shown_status(found, states)
+    out.print(f"[bold]{found.tag}[/]  {markup(status)}  {markup(meta.created_at)}")
 
     def plain(text: str) -> None:  # release text is untrusted: never markup, never controls
         out.print(safe(text), markup=False, highlight=False, soft_wrap=True)

@@ -23,6 +23,7 @@ a test checks the list against this tree.
     ├── InvalidName                 1  400  rejected
     ├── InvalidText                 2  400  rejected
     ├── TreeError                   3  422  rejected
+    ├── TreeNotFound                1  404  failed
     ├── ReleaseNotFound             1  404  failed
     ├── ChainCorrupt                1  500  failed
     ├── ChainConflict               4  409  failed
@@ -128,6 +129,13 @@ class TreeError(ReefError):
     def __init__(self, message: str, hint: str | None = None, problems: list[str] | None = None):
         super().__init__(message, hint)
         self.problems = problems or [message]
+
+
+class TreeNotFound(ReefError):
+    """The harness tree folder given does not exist (or is a file): a wrong path, not
+    refused content, so it exits like the other not-found errors."""
+
+    http_status = 404
 
 
 class ReleaseNotFound(ReefError):

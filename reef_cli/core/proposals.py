@@ -55,15 +55,44 @@ def _held_for(release: Release) -> str:
     return str(extra.get("held_for") or "extension-review")
 
 
+def states(scenario: scenarios.Scenario, releases: list[Release] | None = None) -> dict[int, str]:
+    """``{release: "pending" | "promoted" | "rejected"}`` for every release published as
+    pending: its ``status`` stays ``pending`` in the chain (releases never change), so
+    whoever lists releases shows this instead."""
+    releases = scenario.chain().releases() if releases is None else releases
+    promoted = _promoted(releases)
+    refused = rejected(scenario)
+    return {
+        r.number: "promoted"
+        if r.number in promoted
+        else "rejected"
+        if r.number in refused
+        else "pending"
+        for r in releases
+        if r.meta.status == "pending"
+    }
+
+
+def shown_status(release: Release, found: dict[int, str]) -> str:
+    """What a listing shows as ``release``'s status: its proposal state (``states``) if
+    it was one, else its chain status."""
+    return found.get(release.number, release.meta.status)
+
+
+def release_json(release: Release, found: dict[int, str]) -> dict[str, Any]:
+    """``release.to_json()`` plus ``proposal`` (its state) when it was published pending."""
+    data = release.to_json()
+    if release.number in found:
+        data["proposal"] = found[release.number]
+    return data
+
+
 def pending(scenario: scenarios.Scenario) -> list[Proposal]:
     """Unresolved pending releases, newest first."""
     releases = scenario.chain().releases()
-    promoted = _promoted(releases)
-    refused = rejected(scenario)
+    found = states(scenario, releases)
     return [
-        Proposal(r, _held_for(r))
-        for r in reversed(releases)
-        if r.meta.status == "pending" and r.number not in promoted and r.number not in refused
+        Proposal(r, _held_for(r)) for r in reversed(releases) if found.get(r.number) == "pending"
     ]
 
 

@@ -14,7 +14,7 @@ import json
 from html import escape
 from typing import Any
 
-from reef_cli.core import scenarios
+from reef_cli.core import proposals, scenarios
 from reef_cli.core.diff import FileDiff, diff_trees, line_kind
 from reef_cli.core.errors import ExtraMissing
 from reef_cli.core.releases import Release
@@ -47,7 +47,7 @@ pre.diff span{display:block;white-space:pre}
 .hunk{color:#0550ae;background:#ddf4ff}.meta{font-weight:600}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;
  font-weight:600;color:#fff;background:#6e7781}
-.passed,.live{background:#1a7f37}.failed,.blocked{background:#cf222e}
+.passed,.live,.promoted{background:#1a7f37}.failed,.blocked,.rejected{background:#cf222e}
 .pending{background:#9a6700}.invalid{background:#8250df}
 .note{color:#57606a}
 ul.findings{margin:4px 0 0;padding-left:20px;color:#57606a;font-size:13px}
@@ -272,7 +272,13 @@ def _trial(trial: Any) -> str:
     return body
 
 
-def _chain(releases: list[Release], current: Release, served: Release | None, name: str) -> str:
+def _chain(
+    releases: list[Release],
+    current: Release,
+    served: Release | None,
+    name: str,
+    states: dict[int, str],
+) -> str:
     from reef_cli.core.installs import installed_release
 
     number = current.number
@@ -302,8 +308,9 @@ def _chain(releases: list[Release], current: Release, served: Release | None, na
         source = meta.source + (f" → r{meta.points_to}" if meta.points_to else "")
         reason = meta.reason.splitlines()[0] if meta.reason else ""
         cls = ' class="current"' if release.number == number else ""
+        status = proposals.shown_status(release, states)
         body += (
-            f"<tr{cls}><td>{_e(label)}</td><td>{_badge(meta.status)}</td><td>{_e(source)}</td>"
+            f"<tr{cls}><td>{_e(label)}</td><td>{_badge(status)}</td><td>{_e(source)}</td>"
             f"<td>{_e(meta.gate.get('verdict', ''))}</td>"
             f"<td>{_e(meta.created_at[:19].replace('T', ' '))}</td><td>{_e(reason)}</td></tr>"
         )
@@ -317,6 +324,7 @@ def render_page(scenario: scenarios.Scenario | str, number: int) -> str:
     release = chain.get(number)
     releases = chain.releases()
     served = chain.served()
+    states = proposals.states(found_in, releases)  # a pending release's real state
     previous = releases[number - 2] if number > 1 else None
     new = chain.files(release)
     old = chain.files(previous) if previous else {}
@@ -331,7 +339,7 @@ def render_page(scenario: scenarios.Scenario | str, number: int) -> str:
         _section("verdict", "The gate's verdict", _verdict(meta.get("gate") or {})),
         _section("evaluation", "Evaluation", _evaluation(meta.get("evaluation"))),
         _section("trial", "Trial", _trial(meta.get("trial"))),
-        _section("chain", "In the release chain", _chain(releases, release, served, name)),
+        _section("chain", "In the release chain", _chain(releases, release, served, name, states)),
     ]
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in SECTIONS)
     return (
@@ -341,7 +349,7 @@ def render_page(scenario: scenarios.Scenario | str, number: int) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)} · Reef</title><style>{CSS}</style></head>"
         "<body><main><header>"
-        f"<h1>{_e(name)} · {_e(release.tag)} {_badge(meta.get('status'))}</h1>"
+        f"<h1>{_e(name)} · {_e(release.tag)} {_badge(proposals.shown_status(release, states))}</h1>"
         f"<div>{_e(headline)}</div>"
         f'<div class="note">{_e(meta.get("created_at", ""))} · gate '
         f"{_e((meta.get('gate') or {}).get('verdict', '-'))}</div>"

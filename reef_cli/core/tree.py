@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from reef_cli.core.errors import TreeError
+from reef_cli.core.errors import TreeError, TreeNotFound
 from reef_cli.core.names import is_kebab
 
 TREE_FORMAT = 1
@@ -241,11 +241,14 @@ def scan_folder(root: Path, limits: Limits = Limits()) -> FolderScan:
     waited on.
     """
     if not root.exists() and not root.is_symlink():
-        raise TreeError(
-            f"harness tree {root} does not exist", "create one with `reef harness init`"
+        raise TreeNotFound(
+            f"harness tree {root} does not exist",
+            f"check the path, or create a tree there with `reef harness init {root}`",
         )
-    if root.is_symlink() or not root.is_dir():
-        raise TreeError(f"harness tree {root} is not a directory", "pass the tree's folder")
+    if root.is_symlink():
+        raise TreeError(f"harness tree {root} is a symlink", "pass the tree's folder itself")
+    if not root.is_dir():
+        raise TreeNotFound(f"harness tree {root} is not a directory", "pass the tree's folder")
     scan = FolderScan({}, [], set())
     base = root.resolve()
     device = base.lstat().st_dev

@@ -245,7 +245,12 @@ def make_router() -> APIRouter:
 
     @router.get("/reef/scenarios/{scenario}/releases", tags=["releases"], responses=ERRORS)
     def releases(scenario: str = Depends(path_scenario)) -> list[dict[str, Any]]:
-        return [r.to_json() for r in scenarios.get(scenario).chain().releases()]
+        from reef_cli.core import proposals
+
+        found = scenarios.get(scenario)
+        releases = found.chain().releases()
+        states = proposals.states(found, releases)
+        return [proposals.release_json(r, states) for r in releases]
 
     @router.post(
         "/reef/scenarios/{scenario}/rollback", tags=["releases"], responses=ERRORS, status_code=201

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reef_cli.core.errors import TreeError
+from reef_cli.core.errors import TreeError, TreeNotFound
 from reef_cli.core.tree import (
     Limits,
     load_tree,
@@ -142,11 +142,15 @@ def test_tree_size_limit(tmp_path: Path) -> None:
 
 
 def test_missing_and_non_directory_roots(tmp_path: Path) -> None:
-    with pytest.raises(TreeError, match="does not exist"):
+    """A wrong path is not found (exit 1); a symlinked root stays refused content."""
+    with pytest.raises(TreeNotFound, match="does not exist"):
         read_folder(tmp_path / "nope")
     write(tmp_path, "file", "x")
-    with pytest.raises(TreeError, match="not a directory"):
+    with pytest.raises(TreeNotFound, match="not a directory"):
         read_folder(tmp_path / "file")
+    (tmp_path / "link").symlink_to(tmp_path)
+    with pytest.raises(TreeError, match="symlink"):
+        read_folder(tmp_path / "link")
 
 
 def test_render_refuses_non_empty_destination(tmp_path: Path) -> None:
