@@ -264,3 +264,136 @@ def test_human_eval_lenient_forgives_the_format_not_the_code() -> None:
     assert body_only.score == 1.0
     exits = grade(task, "```python\nimport os\nos._exit(0)\n```")
     assert (exits.score, exits.lenient) == (0.0, 0.0)
+
+
+# -- what a python check may run in the judging process (docs/tasks.md) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("def check(a):\n    return eval(a) == 4\n", "check.py line 2 ran <string>"),
+        ("def check(a):\n    exec(compile(a, 'x', 'exec'), {})\n    return True\n", "check.py"),
+        (
+            "import runpy\ndef check(a):\n    open('sol.py', 'w').write(a)\n"
+            "    runpy.run_path('sol.py')\n    return True\n",
+            "runpy line",
+        ),
+        (
+            "import sys\ndef check(a):\n    open('sol.py', 'w').write(a)\n"
+            "    sys.path.insert(0, '.')\n    import sol\n    return True\n",
+            "ran sol.py)",
+        ),
+        (  # refused once, never a score, even when check() swallows the refusal
+            "def check(a):\n    try:\n        exec(a)\n    except Exception:\n        pass\n"
+            "    return True\n",
+            "run the answer through reef_check",
+        ),
+    ],
+)
+def test_running_the_answer_in_the_judging_process_is_refused(source: str, refused: str) -> None:
+    run = grade(python_task(source), "2 + 2")
+    assert run.score == 0.0
+    assert refused in run.feedback, run.feedback
+
+
+def test_a_check_may_use_the_library_and_its_own_modules_lazily() -> None:
+    """namedtuples and dataclasses (stdlib code the library generates), ast.parse of the
+    answer, and a task module imported inside check() after the answer ran."""
+    source = """
+import ast, collections, dataclasses, reef_check
+
+Point = collections.namedtuple("Point", "x y")
+
+@dataclasses.dataclass
+class Seen:
+    names: list
+
+def check(answer):
+    tree = ast.parse(answer)
+    seen = Seen([node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)])
+    got = reef_check.call(answer, "add", *Point(2, 3))
+    from helper import want  # after the answer's process tried to replace helper.py
+    return seen.names == ["add"] and got == want()
+"""
+    files = {"helper.py": "def want():\n    return 5\n"}
+    answer = (
+        "import os\nopen(os.path.join(os.environ.get('PWD', '.'), 'helper.py'), 'w')"
+        ".write('def want():\\n    return 0\\n')\ndef add(a, b):\n    return a + b\n"
+    )
+    run = grade(python_task(source, files=files), answer)
+    assert run.score == 1.0, run.feedback
+
+
+def test_reef_check_values_raises_and_scripts() -> None:
+    source = """
+import reef_check
+
+def check(answer):
+    code = reef_check.python_code(answer)
+    with reef_check.load(code) as a:
+        sent = [(1, 2.5, float("inf")), {3: {"x"}, "y": frozenset()}, b"\\x00", None, True]
+        assert a.call("echo", *sent) == sent
+        assert a.call("big", 2, 200) == 2 ** 200
+        try:
+            a.call("boom")
+        except reef_check.Raised as exc:
+            assert exc.name == "ValueError" and "no" in str(exc)
+        else:
+            return False
+        try:
+            a.call("opaque")
+        except reef_check.AnswerError as exc:
+            assert "cannot" in str(exc)
+        else:
+            return False
+    ran = reef_check.run(code + "\\nprint(input()[::-1])\\n", "abc")
+    return ran.returncode == 0 and ran.stdout == "cba\\n"
+"""
+    answer = """Sure:
+```python
+def echo(*args):
+    return list(args)
+def big(a, b):
+    return a ** b
+def boom():
+    raise ValueError("no")
+def opaque():
+    return object()
+```
+"""
+    run = grade(python_task(source), answer)
+    assert run.score == 1.0, run.feedback
+
+
+def test_the_documented_checks_pass_a_right_answer_and_refuse_a_forged_one(tmp_path: Path) -> None:
+    """The example task set in docs/tasks.md, as written there."""
+    import re
+
+    from recipes.tasks import load
+
+    docs = (Path(__file__).parents[3] / "docs" / "tasks.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```\n", docs, re.DOTALL)
+    assert example is not None
+    path = tmp_path / "tasks.yaml"
+    path.write_text(example.group(1))
+    tasks = {t.id: t for t in load(path).tasks}
+    right = "```python\ndef add(a, b):\n    return a + b\n```"
+    forged = "```python\nimport os\nos._exit(0)\n```"
+    for name in ("add", "add-script"):
+        assert grade(tasks[name], right).score == 1.0, name
+        assert grade(tasks[name], forged).score == 0.0, name
+
+
+def test_the_answer_cannot_read_the_python_check() -> None:
+    source = (
+        "import reef_check\nSECRET = 'expected-7f3a'\ndef check(answer):\n"
+        "    return reef_check.call(answer, 'guess') == SECRET\n"
+    )
+    answer = (
+        "import glob\ndef guess():\n    for path in glob.glob('**/*.py', recursive=True) + "
+        "glob.glob('.reef-check/*'):\n        text = open(path).read()\n"
+        "        if 'SECRET = ' in text:\n            return text.split(\"'\")[1]\n"
+    )
+    run = grade(python_task(source), answer)
+    assert run.score == 0.0, run.feedback
