@@ -4,7 +4,10 @@ One ``Budget`` is shared by everything a job does (drafting, judging, trials, th
 agent's own model calls); each model call charges it. A call that would break the call
 or time budget is refused before it is made; tokens are known only after a call, so a job
 can overshoot the token budget by at most one call's tokens. Wall time is also enforced
-by bounding every model call and agent run by the time left (``remaining_seconds``).
+by bounding every model call, agent run and retry backoff by the time left
+(``remaining_seconds``, ``bounded``); the embedded model is stopped inside a prompt's
+processing too, so a job stops within ``max_seconds`` plus one llama.cpp graph node (or
+one HTTP round trip cut to the time left), not one whole call.
 
 The limits come from one place: ``DEFAULT_LIMITS`` here, overridden by a recipe's own
 ``budget``, then by the configured ``max_calls`` / ``max_tokens`` / ``max_seconds``, then

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from reef_cli.core import embedded
@@ -21,6 +22,8 @@ log = logging.getLogger("reef.embedded")
 _lock = threading.Lock()
 _model: Any = None
 _loaded: str | None = None  # the registry name of the loaded model
+_deadline: float | None = None  # the deadline of the call in flight (set under _lock)
+_abort_hook: Any = None  # llama.cpp's abort callback, kept alive as long as the model
 
 CONTEXT_TOKENS = 4096
 # A 135M model loops on its own phrases without a firm penalty; each registry entry
@@ -61,8 +64,27 @@ def load() -> Any:
                 verbose=False,
                 seed=int(os.environ.get("REEF_EMBEDDED_SEED", "0")),
             )
+            _watch_deadline(model)
             _model, _loaded = model, found.spec.name
         return _model
+
+
+def _past_deadline(_data: Any) -> bool:
+    return _deadline is not None and time.monotonic() > _deadline
+
+
+def _watch_deadline(model: Any) -> None:
+    """Let llama.cpp stop a decode once the call in flight is past its deadline: the
+    prompt's processing (seconds for a long prompt on a small CPU) yields no token to
+    check between, so only this bounds it. Checked between two of the graph's nodes."""
+    global _abort_hook
+    import llama_cpp
+
+    setter = getattr(llama_cpp, "llama_set_abort_callback", None)
+    if setter is None or not hasattr(model, "ctx"):
+        return
+    _abort_hook = llama_cpp.ggml_abort_callback(_past_deadline)
+    setter(model.ctx, _abort_hook, None)
 
 
 def loaded_name() -> str | None:
@@ -106,13 +128,20 @@ def chat(
 
 
 def _until(model: Any, kwargs: dict[str, Any], deadline: float) -> dict[str, Any]:
-    """``create_chat_completion`` as a stream, stopped at ``deadline``; the caller holds
+    """``create_chat_completion`` as a stream, stopped at ``deadline`` — between two
+    tokens, and inside the prompt's processing (``_watch_deadline``); the caller holds
     the lock."""
-    import time
-
+    global _deadline
+    late = ModelError(
+        "the embedded model ran past this call's time limit and was stopped",
+        "give the job more time (--max-seconds) or use a faster model",
+    )
+    if time.monotonic() > deadline:  # e.g. loading the model took the time left
+        raise late
     parts: list[str] = []
     finish: str | None = None
     name = "embedded"
+    _deadline = deadline
     stream = model.create_chat_completion(**kwargs, stream=True)
     try:
         for chunk in stream:
@@ -121,11 +150,13 @@ def _until(model: Any, kwargs: dict[str, Any], deadline: float) -> dict[str, Any
             parts.append((choice.get("delta") or {}).get("content") or "")
             finish = choice.get("finish_reason") or finish
             if time.monotonic() > deadline and finish is None:
-                raise ModelError(
-                    "the embedded model ran past this call's time limit and was stopped",
-                    "give the job more time (--max-seconds) or use a faster model",
-                )
+                raise late
+    except RuntimeError as exc:  # llama_decode returned 2: aborted at the deadline
+        if time.monotonic() > deadline:
+            raise late from exc
+        raise
     finally:
+        _deadline = None
         stream.close()
     text = "".join(parts)
     prompt = _count(model, _prompt_text(kwargs["messages"]))

@@ -124,8 +124,9 @@ class ModelClient:
             except Exception as exc:  # transport errors differ per backend
                 last = exc
                 self.budget.charge(tokens=0)  # raises BudgetExceeded once time is up
-                if attempt < self.retries:
-                    time.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+                if attempt < self.retries:  # a backoff, never past the wall time left
+                    backoff = min(8.0, 0.5 * 2**attempt) * (0.5 + random.random())
+                    time.sleep(self.budget.bounded(backoff))
                 continue
             self.budget.charge(tokens=completion.prompt_tokens + completion.completion_tokens)
             return completion
