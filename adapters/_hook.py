@@ -108,7 +108,7 @@ def config_text(
 def _load_config(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -116,7 +116,7 @@ def _load_config(path: Path) -> dict[str, Any] | None:
 def _read_stdin() -> dict[str, Any]:
     try:
         data = json.loads(sys.stdin.read() or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -102,10 +102,18 @@ def load(path: Path) -> ReefdConfig:
     """Read and validate ``reefd.yaml``; relative paths inside are relative to the file."""
     import yaml
 
+    fix = "pass a readable YAML file to -c (docs/reefd.md lists the keys)"
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}", "pass a readable YAML file to -c") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"{path} is not valid YAML: {problem}", fix) from None
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply", fix) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping", "see docs/reefd.md for the keys")
     config = parse(data)

@@ -90,4 +90,8 @@ def sandbox_ids() -> tuple[int, int]:
         raise ConfigError("REEF_SANDBOX_UID/GID must be numbers", "unset them") from exc
     if uid == 0 or gid == 0:
         raise ConfigError("REEF_SANDBOX_UID/GID must not be 0", "use an unprivileged id")
+    if not (0 < uid < 2**32 - 1 and 0 < gid < 2**32 - 1):  # -1 means "unchanged" to chown
+        raise ConfigError(
+            "REEF_SANDBOX_UID/GID must be ids between 1 and 4294967294", "unset them (65534)"
+        )
     return uid, gid

@@ -25,8 +25,8 @@ def _jsonl(path: Path, text: str) -> dict[str, Any]:
             continue
         try:
             tasks.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise TaskSetError(f"task set {path}: line {number} is not JSON", HINT) from exc
+        except (json.JSONDecodeError, RecursionError):
+            raise TaskSetError(f"task set {path}: line {number} is not JSON", HINT) from None
     return {"tasks": tasks}
 
 
@@ -42,8 +42,8 @@ def load(path: Path) -> TaskSet:
     else:
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise TaskSetError(f"task set {path} is not valid YAML", "fix the file") from exc
+        except (yaml.YAMLError, RecursionError):
+            raise TaskSetError(f"task set {path} is not valid YAML", "fix the file") from None
     try:
         return TaskSet.model_validate(data)
     except ValidationError as exc:

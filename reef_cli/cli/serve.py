@@ -109,13 +109,17 @@ def serve(
             f"{loop.max_staleness}, min interval {loop.min_interval_s:g}s, publish "
             f"{loop.publish} (`reef scenario status S` shows it)"
         )
+    from reef_cli.server.run import bind
+
+    sock = bind(built)  # a busy port is one line, before any banner
+    built = built.model_copy(update={"port": sock.getsockname()[1]})  # --port 0: the one taken
     recorded = serve_process.announce(built.host, built.port, idle_exit, background)
     watcher = serve_process.watch_idle(built.port, idle_exit)
     previous = _exit_cleanly_on_sigterm()
     try:
         from reef_cli.cli._output import echo  # the banner quotes config: spelled out
 
-        run_server(built, announce=echo, jobs=Worker())
+        run_server(built, announce=echo, jobs=Worker(), sock=sock)
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -124,6 +128,7 @@ def serve(
             import signal
 
             signal.signal(signal.SIGTERM, previous)
+        sock.close()
 
 
 def _exit_cleanly_on_sigterm() -> Any:

@@ -97,12 +97,15 @@ def env_name(field: str) -> str:
 def _read_file(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
+    fix = f"edit {path} or delete it to use defaults"
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{path} is not valid TOML: {exc}", f"edit {path} or delete it to use defaults"
-        ) from exc
+        raise ConfigError(f"{path} is not valid TOML: {exc}", fix) from None
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply to be settings", fix) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
         raise ConfigError(
@@ -113,7 +116,22 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 def _read_env() -> dict[str, Any]:
-    return {f: os.environ[env_name(f)] for f in FIELDS if env_name(f) in os.environ}
+    found = {f: os.environ[env_name(f)] for f in FIELDS if env_name(f) in os.environ}
+    for field, value in found.items():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the locale could not decode: no usable setting
+            raise ConfigError(
+                f"${env_name(field)} is not UTF-8 text",
+                f"export {env_name(field)}=VALUE with a valid value, or unset it",
+            ) from None
+    return found
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: a pasted blob stays one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _validate(data: dict[str, Any], source: dict[str, str]) -> Settings:
@@ -124,7 +142,7 @@ def _validate(data: dict[str, Any], source: dict[str, str]) -> Settings:
         key = str(err["loc"][0]) if err["loc"] else "?"
         where = source.get(key, "config")
         raise ConfigError(
-            f"setting {key!r} from {where}: {err['msg']} (got {err.get('input')!r})",
+            f"setting {key!r} from {where}: {err['msg']} (got {_shown(err.get('input'))})",
             f"run `reef config set {key} VALUE` with a valid value, or fix {where}",
         ) from exc
 

@@ -180,11 +180,14 @@ def _model(timeout: float = 3.0) -> Row:
     ``GET …/models`` with a short timeout; no call that costs tokens."""
     import httpx
 
-    from reef_cli.core.llm import EMBEDDED, default_model, endpoint_for
+    from reef_cli.core.llm import EMBEDDED, default_model, endpoint_for, missing_key
 
     model, api_base = default_model()
     if model == EMBEDDED:
         return Row("model", "ok", "none configured: recipes use the embedded model")
+    missing = missing_key(model, api_base)
+    if missing is not None:  # before any probe: "cannot reach" would hide the real cause
+        return Row("model", "warn", f"no {missing} set for model {model}", f"export {missing}=…")
     endpoint = endpoint_for(model, api_base)
     base = (endpoint.url or "").rstrip("/")
     probe = base + ("/models" if base.endswith("/v1") else "/v1/models")

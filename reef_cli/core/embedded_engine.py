@@ -31,6 +31,22 @@ CONTEXT_TOKENS = 4096
 REPEAT_PENALTY = 1.3
 
 
+def seed() -> int:
+    """``$REEF_EMBEDDED_SEED`` (default 0): the sampler's seed, an integer in 0..2**32-1."""
+    raw = os.environ.get("REEF_EMBEDDED_SEED", "").strip() or "0"
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        from reef_cli.core.errors import ConfigError
+
+        raise ConfigError(
+            f"$REEF_EMBEDDED_SEED is {raw[:40]!r}, not a seed", "export REEF_EMBEDDED_SEED=0"
+        )
+    return value
+
+
 def load() -> Any:
     """The model in use, loaded once; its file is verified first (``ModelCorrupt`` if it
     does not match its pinned sha256). A chosen model that is not installed falls back to
@@ -62,7 +78,7 @@ def load() -> Any:
                 n_ctx=CONTEXT_TOKENS,
                 n_threads=max(1, min(4, os.cpu_count() or 1)),
                 verbose=False,
-                seed=int(os.environ.get("REEF_EMBEDDED_SEED", "0")),
+                seed=seed(),
             )
             _watch_deadline(model)
             _model, _loaded = model, found.spec.name

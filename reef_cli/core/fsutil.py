@@ -39,7 +39,7 @@ def read_json_object(path: Path) -> dict[str, Any]:
     not an object (state files: a damaged one reads as empty and is rewritten)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -39,7 +39,7 @@ def _load() -> list[dict[str, Any]]:
         return []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):
         return []  # a damaged ledger only loses the "installed" hint; installs still work
     return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
 

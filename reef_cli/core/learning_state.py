@@ -17,6 +17,8 @@ cannot trigger a run, so a large one is not recounted until it could.
 from __future__ import annotations
 
 import json
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +77,24 @@ class LearningState:
         return data
 
 
+def _fits(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return any(_fits(value, arg) for arg in typing.get_args(hint))
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    return isinstance(value, origin or hint)
+
+
+def _typed(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``data`` that ``cls`` has, of the type it declares: a hand-edited
+    state file's wrong value falls back to the default instead of failing a reader."""
+    hints = typing.get_type_hints(cls)
+    return {k: v for k, v in data.items() if k in hints and k != "last_run" and _fits(v, hints[k])}
+
+
 def state_path(scenario_dir: Path) -> Path:
     return scenario_dir / STATE_FILE
 
@@ -84,7 +104,7 @@ def load(scenario_dir: Path) -> LearningState | None:
     file reads as none: the next check rewrites it)."""
     try:
         data = json.loads(state_path(scenario_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
@@ -92,10 +112,10 @@ def load(scenario_dir: Path) -> LearningState | None:
     last: LastRun | None = None
     if isinstance(run, dict):
         try:
-            last = LastRun(**{k: v for k, v in run.items() if k in LastRun.__dataclass_fields__})
+            last = LastRun(**_typed(LastRun, run))
         except TypeError:
             last = None
-    known = {k: v for k, v in data.items() if k in LearningState.__dataclass_fields__}
+    known = _typed(LearningState, data)
     known["last_run"] = last
     known.setdefault("scenario", scenario_dir.name)
     try:

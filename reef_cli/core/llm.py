@@ -113,6 +113,13 @@ class ModelClient:
         temperature: float = 0.2,
         schema: dict[str, Any] | None = None,
     ) -> Completion:
+        if not self.embedded:
+            missing = missing_key(self.model, self.api_base)
+            if missing is not None:  # no try can succeed: say which variable, not a retry count
+                raise ModelError(
+                    f"no {missing} set for model {self.model}",
+                    f"export {missing}=… or reef model use …",
+                )
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             self.budget.before_call()
@@ -318,6 +325,26 @@ def parse_json(text: str) -> Any:
 
 
 __all__ = ["EMBEDDED", "BudgetExceeded", "Completion", "ModelClient", "default_model"]
+
+
+def missing_key(model: str, api_base: str | None = None) -> str | None:
+    """The environment variable a hosted ``model`` needs and lacks (LiteLLM knows which
+    each provider reads), or None. A model at ``api_base`` (a local server) or on Ollama
+    needs none: Reef sends a placeholder key there."""
+    if model == EMBEDDED or api_base:
+        return None
+    provider = model.partition("/")[0] if "/" in model else "openai"
+    if provider in ("ollama", "ollama_chat"):
+        return None
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    try:
+        found = litellm.validate_environment(model)
+    except Exception:  # a provider LiteLLM cannot name: the call itself will say
+        return None
+    names = [str(n) for n in found.get("missing_keys") or ()]
+    return " / ".join(names) if names and not found.get("keys_in_environment") else None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import stat
 import threading
 from pathlib import Path
 
-from reef_cli.core.errors import StateError
+from reef_cli.core.errors import ConfigError, StateError
 
 PRIVATE_BITS = 0o077  # group and other: never set on anything in the state dir
 DIR_MODE = 0o700
@@ -63,6 +63,12 @@ def state_dir() -> Path:
     private_umask()
     override = os.environ.get("REEF_HOME")
     if override:
+        if any(c < " " or c == "\x7f" or "\ud800" <= c <= "\udfff" for c in override):
+            # every command prints this path: bytes that are not text would break the line
+            raise ConfigError(
+                "$REEF_HOME is not a printable UTF-8 path",
+                "export REEF_HOME=/a/path/in/plain/text (or unset it for the default)",
+            )
         return Path(override).expanduser()
     from platformdirs import user_data_path
 

@@ -60,7 +60,7 @@ def _read(path: Path) -> Scenario:
     meta_file = path / SCENARIO_FILE
     try:
         data = tomllib.loads(meta_file.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise StateError(
             f"scenario folder {path} has no readable {SCENARIO_FILE}",
             f"restore {meta_file} or move the folder aside",

@@ -491,7 +491,7 @@ def _own_jobs_active(since: float) -> bool:
                 continue
             if json.loads(path.read_text(encoding="utf-8")).get("state") in ACTIVE:
                 return True
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue
     return False
 

@@ -53,16 +53,30 @@ def generate() -> str:
     return PREFIX + secrets.token_urlsafe(32)
 
 
+def _usable(token: str, where: str, fix: str) -> str:
+    """``token`` if an HTTP header can carry it (visible ASCII), else a one-line error."""
+    if all("!" <= c <= "~" for c in token):
+        return token
+    error = ConfigError if where.startswith("$") else StateError
+    raise error(f"the token in {where} holds characters a header cannot carry", fix)
+
+
 def main_token(create: bool = True) -> str | None:
     """``$REEF_TOKEN``, or the stored token (generated and stored 0600 when ``create``)."""
     env = os.environ.get("REEF_TOKEN")
-    if env:
-        return env.strip()
+    if env and env.strip():
+        return _usable(
+            env.strip(), "$REEF_TOKEN", "unset REEF_TOKEN, or export the token `reef token` prints"
+        )
     path = token_path()
     if path.exists():
-        text = path.read_text(encoding="utf-8").strip()
+        renew = f"delete {path} and run `reef token` for a new one"
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except UnicodeDecodeError:
+            raise StateError(f"the token in {path} is not text", renew) from None
         if text:
-            return text
+            return _usable(text, str(path), renew)
     if not create:
         return None
     paths.ensure_state_dir()
@@ -97,11 +111,16 @@ def _load_scoped() -> list[ScopedToken]:
         return []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [
+        found = [
             ScopedToken(str(t["name"]), str(t["sha256"]), tuple(t["scenarios"]))
             for t in data["tokens"]
         ]
-    except (ValueError, KeyError, TypeError) as exc:
+        if not all(
+            isinstance(t, dict) and isinstance(t["scenarios"], list) for t in data["tokens"]
+        ) or not all(isinstance(s, str) for t in found for s in t.scenarios):
+            raise TypeError("scenarios must be a list of names")
+        return found
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise StateError(
             f"{path} is not a valid token list", f"fix or delete {path} (tokens in it stop working)"
         ) from exc

@@ -185,11 +185,20 @@ def load_file(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ServeError(f"cannot read {path}: {exc}", "pass a readable YAML file to -c") from exc
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ServeError(f"{path} is not valid YAML: {_first_line(exc)}", fix) from None
+    except RecursionError:
+        raise ServeError(f"{path} is nested too deeply to be settings", fix) from None
     if not isinstance(data, dict):
         raise ServeError(f"{path} must hold a mapping of settings", "see docs/api.md")
+    fix = "pass a readable YAML file of settings to -c (docs/api.md lists them)"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ServeError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
+    except UnicodeDecodeError as exc:
+        raise ServeError(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
     data = {str(k).replace("-", "_").replace(".", "_"): v for k, v in data.items()}
     aliases = {"inference_upstream_url": "upstream", "inference_upstream_model": "upstream_model"}
     data = {aliases.get(k, k): v for k, v in data.items()}
@@ -208,6 +217,13 @@ def with_recipe(values: dict[str, Any], recipe: str | None) -> dict[str, Any]:
     through POST /reef/evolve), so old command lines still start."""
     if recipe is None or recipe.strip().lower() == "reefine":
         return values
+def _first_line(exc: Exception) -> str:
+    """A YAML error's problem and where, on one line (its text spans several)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    return f"{problem} at line {mark.line + 1}" if mark is not None else str(problem)
+
+
     section = values.get("reef")
     merged = dict(section) if isinstance(section, dict) else {}
     merged["recipe"] = recipe

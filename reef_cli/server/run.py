@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -112,12 +113,76 @@ def uvicorn_options(config: ServeConfig) -> dict[str, Any]:
     }
 
 
+def _free_port_near(host: str, port: int) -> int | None:
+    """A port after ``port`` that ``host`` can bind now (for the fix a busy port names)."""
+    for candidate in range(port + 1, min(port + 50, 65536)):
+        probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        try:
+            probe.bind((host, candidate))
+        except OSError:
+            continue
+        finally:
+            probe.close()
+        return candidate
+    return None
+
+
+def bind(config: ServeConfig) -> socket.socket:
+    """The listening socket, bound before anything is announced: a busy port is one line
+    that says what to do, not a banner followed by uvicorn's ``[Errno 98]``."""
+    import errno
+
+    where = f"{config.host}:{config.port}"
+    sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            free = _free_port_near(config.host, config.port)
+            other = free if free is not None else "PORT"
+            raise ServeError(
+                f"port {config.port} is in use ({where})",
+                f"--port {other} or stop the other server",
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise ServeError(
+                f"cannot bind {where}: permission denied", "use a port above 1023, e.g. --port 8901"
+            ) from None
+        raise ServeError(
+            f"cannot bind {where}: {exc.strerror or exc}",
+            "--host 127.0.0.1 (or an address of this machine)",
+        ) from None
+    except (ValueError, UnicodeError) as exc:  # a host no resolver takes (NUL, bad IDNA)
+        sock.close()
+        raise ServeError(
+            f"cannot bind {config.host!r}: {exc}", "--host 127.0.0.1 (or this machine's name)"
+        ) from None
+    return sock
+
+
 def serve(
     config: ServeConfig,
     announce: Callable[[str], None] = print,
     jobs: JobRunner | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Run `reef serve` in the foreground; ``jobs`` runs evolution jobs (see create_app)."""
+    """Run `reef serve` in the foreground; ``jobs`` runs evolution jobs (see create_app).
+    ``sock``: the socket :func:`bind` made (bound here when not given); it is closed after."""
+    listener = sock if sock is not None else bind(config)
+    try:
+        _serve(config, announce, jobs, listener)
+    finally:
+        listener.close()
+
+
+def _serve(
+    config: ServeConfig,
+    announce: Callable[[str], None],
+    jobs: JobRunner | None,
+    listener: socket.socket,
+) -> None:
     import sys
 
     import uvicorn
@@ -150,9 +215,6 @@ def serve(
     configure_logging(upstream.key, url.password_of(url.database_url()))
     reload_tokens_on_sighup(accepted)
     settle_heap()
-    try:
-        uvicorn.run(app, host=config.host, port=config.port, **uvicorn_options(config))
-    except OSError as exc:
-        raise ServeError(
-            f"cannot bind {config.host}:{config.port}: {exc.strerror}", "pick another --port"
-        ) from exc
+    options = uvicorn_options(config)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, **options))
+    server.run(sockets=[listener])

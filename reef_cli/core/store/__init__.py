@@ -28,6 +28,7 @@ from reef_cli.core.store.base import (
 from reef_cli.core.store.url import (
     POSTGRES_SCHEMES,
     database_url,
+    postgres_problem,
     scheme_of,
     shown_url,
     sqlite_path,
@@ -64,6 +65,13 @@ def open_store(url: str | None = None, *, configured: str | None = None) -> Stor
         return sqlite_store()
     scheme = scheme_of(url)
     if scheme in POSTGRES_SCHEMES:
+        problem = postgres_problem(url)
+        if problem is not None:
+            raise DatabaseURLInvalid(
+                f"database URL {_quoted(url)} cannot be used: {problem}",
+                "set REEF_DATABASE_URL (or database_url) to "
+                "postgresql://USER:PASSWORD@HOST:5432/DB, or unset it for the SQLite store",
+            )
         try:
             from reef_cli.core.store.postgres import PostgresStore
         except ImportError as exc:
@@ -75,12 +83,19 @@ def open_store(url: str | None = None, *, configured: str | None = None) -> Stor
     path = sqlite_path(url)
     if path is not None:
         return sqlite_store(Path(path))
-    shown = "a URL with a password" if "password" in url.lower() else repr(shown_url(url))
     raise DatabaseURLInvalid(
-        f"database URL {shown} is neither postgresql://… nor sqlite:///…",
+        f"database URL {_quoted(url)} is neither postgresql://… nor sqlite:///…",
         "set REEF_DATABASE_URL (or database_url) to postgresql://USER:PASSWORD@HOST:5432/DB, "
         "or unset it for the embedded SQLite store",
     )
+
+
+def _quoted(url: str) -> str:
+    """``url`` as a message may show it: without its password, cut to a short line."""
+    if "password" in url.lower():
+        return "a URL with a password"
+    shown = repr(shown_url(url))
+    return shown if len(shown) <= 100 else shown[:99] + "…"
 
 
 _shared: dict[tuple[str, str], Store] = {}

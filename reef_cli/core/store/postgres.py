@@ -26,7 +26,7 @@ from reef_cli.core import paths
 from reef_cli.core.records import now_iso
 from reef_cli.core.store.base import JOURNAL_DIR_NAME, DatabaseUnreachable
 from reef_cli.core.store.sql import Row, SQLStore
-from reef_cli.core.store.url import shown_url
+from reef_cli.core.store.url import password_of, shown_url
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -191,7 +191,10 @@ def migrate(conn: psycopg.Connection[Any]) -> list[str]:
 
 def _unreachable(url: str, exc: Exception) -> DatabaseUnreachable:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+    try:
+        password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+    except psycopg.Error:  # a URL libpq cannot parse: hide what a URL parser calls one
+        password = password_of(url)
     if password:
         first = first.replace(str(password), "***")
     return DatabaseUnreachable(

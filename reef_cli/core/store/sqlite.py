@@ -268,7 +268,7 @@ class SQLiteStore(SQLStore):
             return None
         try:
             data = json.loads((self._jobs_dir / f"{job_id}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
 
@@ -279,7 +279,7 @@ class SQLiteStore(SQLStore):
         for path in sorted(self._jobs_dir.glob("job_*.json")):
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
-            except (ValueError, OSError):
+            except (ValueError, OSError, RecursionError):
                 continue
             if not isinstance(data, dict):
                 continue

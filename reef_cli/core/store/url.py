@@ -33,6 +33,22 @@ def sqlite_path(url: str) -> str | None:
     return "/" + url[len(prefix) :].lstrip("/")
 
 
+def postgres_problem(url: str) -> str | None:
+    """What makes ``url`` (a postgres/postgresql one) no URL a driver can take, or None.
+    Checked before connecting, so ``postgres:/bad`` is one line, not the driver's error."""
+    head = url.split(":", 1)[0].lower()
+    if not url[len(head) + 1 :].startswith("//"):
+        return "it does not start with postgresql://"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises on a port that is no number in 0..65535
+    except ValueError as exc:
+        return f"it is not a URL ({exc})"
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        return "it holds a control character"
+    return None
+
+
 def scheme_of(url: str) -> str:
     return url.split(":", 1)[0].lower() if ":" in url else ""
 
