@@ -146,13 +146,7 @@ def create_app(
     app.state.learning = loop
     app.state.housekeeping = housekeeping
 
-    app.add_route("/v1/chat/completions", proxy.chat_completions, ["POST"], include_in_schema=False)
-    app.add_route("/v1/messages", proxy.messages, ["POST"], include_in_schema=False)
-    inference_schema.install(app, proxy.responses)  # documented: its body is in /openapi.json
-    app.add_route(
-        "/v1/messages/count_tokens", proxy.count_tokens, ["POST"], include_in_schema=False
-    )
-    app.add_route("/v1/models", proxy.models, ["GET"], include_in_schema=False)
+    inference_schema.install(app, proxy)  # the /v1 routes, their bodies in /openapi.json
     api.install(app)
     api_jobs.install(app)
     api_learning.install(app)

@@ -1,8 +1,9 @@
-"""``/v1/responses`` in the OpenAPI document, so clients and schemathesis see its body.
+"""The inference routes (``/v1/...``) in the OpenAPI document, so clients and schemathesis
+see their bodies.
 
-The inference routes are served by the proxy's fast path (app.ReefApp), not FastAPI; this
-route only describes the request. The chat and messages routes stay undocumented: their
-schemas are the providers' own, and the proxy passes their bodies through as they come.
+The POST routes are served by the proxy's fast path (app.ReefApp), not FastAPI; the routes
+here describe the requests (the fields Reef reads; the providers' others pass through) and
+hand anything that reaches them to the proxy all the same.
 """
 
 from __future__ import annotations
@@ -37,22 +38,117 @@ class ResponsesRequest(BaseModel):
     top_p: float | None = None
 
 
-def install(app: FastAPI, endpoint: Any) -> None:
-    async def responses(request: Request) -> Response:
+class ChatRequest(BaseModel):
+    """The fields Reef reads of an OpenAI Chat Completions request (others are passed on)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(..., description="the model id (replaced by --upstream-model if set)")
+    messages: list[dict[str, Any]] = Field(
+        ..., description="system, user, assistant and tool messages"
+    )
+    stream: bool | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    tools: list[dict[str, Any]] | None = None
+
+
+class MessagesRequest(BaseModel):
+    """The fields Reef reads of an Anthropic Messages request (others are passed on)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(..., description="the model id (replaced by --upstream-model if set)")
+    messages: list[dict[str, Any]] = Field(..., description="user and assistant turns")
+    max_tokens: int = Field(..., description="the most tokens to write")
+    system: str | list[dict[str, Any]] | None = None
+    stream: bool | None = None
+    tools: list[dict[str, Any]] | None = None
+    metadata: dict[str, Any] | None = Field(None, description="user_id may carry the session")
+
+
+class CountTokensRequest(BaseModel):
+    """An Anthropic token-count request: a Messages request without ``max_tokens``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[dict[str, Any]]
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+
+
+_ANSWER = {
+    "description": "the upstream's answer in the caller's dialect (JSON, or an SSE stream "
+    "when the request asked for one), with x-reef-agent-record-id and x-reef-release-id",
+    "content": {
+        "application/json": {"schema": {"type": "object"}},
+        "text/event-stream": {"schema": {"type": "string"}},
+    },
+}
+_ROUTES: tuple[tuple[str, str, str, type[BaseModel] | None, str], ...] = (
+    (
+        "/v1/chat/completions",
+        "POST",
+        "chat_completions",
+        ChatRequest,
+        "OpenAI Chat Completions (recorded; translated for an Anthropic upstream)",
+    ),
+    (
+        "/v1/messages",
+        "POST",
+        "messages",
+        MessagesRequest,
+        "Anthropic Messages (recorded; translated for an OpenAI upstream)",
+    ),
+    (
+        "/v1/responses",
+        "POST",
+        "responses",
+        ResponsesRequest,
+        "OpenAI Responses API (recorded; translated to chat for chat-only upstreams)",
+    ),
+    (
+        "/v1/messages/count_tokens",
+        "POST",
+        "count_tokens",
+        CountTokensRequest,
+        "Anthropic token count (relayed; estimated for an OpenAI upstream)",
+    ),
+    (
+        "/v1/models",
+        "GET",
+        "models",
+        None,
+        "the upstream's models, in the caller's dialect (anthropic-version: Anthropic's)",
+    ),
+)
+
+
+def _route(endpoint: Any) -> Any:
+    async def route(request: Request) -> Response:
         response: Response = await endpoint(request)
         return response
 
-    schema = ResponsesRequest.model_json_schema()
-    app.add_api_route(
-        "/v1/responses",
-        responses,
-        methods=["POST"],
-        tags=["inference"],
-        summary="OpenAI Responses API (recorded; translated to chat for chat-only upstreams)",
-        openapi_extra={
-            "requestBody": {
+    return route
+
+
+def install(app: FastAPI, proxy: Any) -> None:
+    """Add the inference routes, each calling ``proxy``'s method of the same name."""
+    for path, method, name, body, summary in _ROUTES:
+        extra: dict[str, Any] = {}
+        if body is not None:
+            schema = body.model_json_schema()
+            extra["requestBody"] = {
                 "required": True,
                 "content": {"application/json": {"schema": schema}},
             }
-        },
-    )
+        app.add_api_route(
+            path,
+            _route(getattr(proxy, name)),
+            methods=[method],
+            tags=["inference"],
+            summary=summary,
+            responses={200: _ANSWER},
+            openapi_extra=extra or None,
+        )
