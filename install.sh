@@ -131,5 +131,8 @@ if [ "$TOUR" = 1 ]; then
   exec bash scripts/tour.sh
 fi
 if [ "$RUN" = 1 ]; then
+  if [ "$LITE" = 1 ]; then
+    say "reef quickstart on the lite model: a 135M model's draft is often refused by the gate (then it shows why; ./install.sh --run uses the 1.5B model)"
+  fi
   exec .venv/bin/reef quickstart
 fi

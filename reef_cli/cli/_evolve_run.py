@@ -4,6 +4,7 @@ engine, with a rich progress display, then the outcome printed."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ def run_foreground(
     as_json: bool = False,
     tasks_file: Path | None = None,
     recipe_options: dict[str, Any] | None = None,
+    explain: Callable[[engine.Outcome], bool] | None = None,
 ) -> engine.Outcome:
+    """``explain``: prints an end its own way (True) instead of the outcome line."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from reef_cli.cli._output import err_console, markup, print_json
@@ -75,7 +78,8 @@ def run_foreground(
     if as_json:
         print_json(outcome.to_json())
         return outcome
-    _print_outcome(outcome, scenario.name)
+    if explain is None or not explain(outcome):
+        _print_outcome(outcome, scenario.name)
     return outcome
 
 
@@ -134,7 +138,9 @@ def run_quickstart(scenario_name: str, ask: str) -> engine.Outcome:
     )
     model = markup(describe_model())
     out.print(f"[bold]2.[/] reef-pi evolve {markup(repr(ask))}  (model: {model})")
-    outcome = run_foreground(scenario, ask=ask, recipe="reefine", interactive=False, model=None)
+    outcome = run_foreground(
+        scenario, ask=ask, recipe="reefine", interactive=False, model=None, explain=_refusal
+    )
     if outcome.state not in ("published", "pending") or outcome.release is None:
         return outcome
     if outcome.state == "pending":  # extension code: a person reviews it before it installs
@@ -153,3 +159,68 @@ def run_quickstart(scenario_name: str, ask: str) -> engine.Outcome:
         f"(REEF_SCENARIO={scenario_name})"
     )
     return outcome
+
+
+def refused_draft(outcome: engine.Outcome) -> dict[str, Any] | None:
+    """The draft the gate refused (quality, scan or trial), when the job drafted one."""
+    draft = outcome.evidence.get("draft")
+    return draft if outcome.state == "rejected" and isinstance(draft, dict) else None
+
+
+LITE_NEXT = (
+    "a 135M model is too small to draft this reliably: run ./install.sh --run for the 1.5B "
+    "model (or reef model install qwen2.5-coder-1.5b && reef model use qwen2.5-coder-1.5b), "
+    "then reef quickstart again"
+)
+OTHER_NEXT = "run reef quickstart again, or use a stronger model (reef config set model NAME)"
+
+
+def next_step(model: str) -> str:
+    """What to run after a refused draft: the 1.5B model when the lite one drafted."""
+    return LITE_NEXT if "smollm2" in model.lower() else OTHER_NEXT
+
+
+def _refusal(outcome: engine.Outcome) -> bool:
+    """Quickstart's end when the gate refused the draft: what was drafted, each reason,
+    and what to run instead — an outcome of the demo (exit 0), not an error."""
+    from rich.markup import escape
+
+    from reef_cli.cli._output import console
+
+    draft = refused_draft(outcome)
+    if draft is None:
+        return False
+    out = console()
+    model = str(outcome.evidence.get("model") or "the model")
+    drafts = (outcome.evidence.get("quality") or {}).get("drafts", 1)
+    failed = [
+        c for c in (outcome.verdict.get("checks") or []) if c.get("status") not in ("passed", None)
+    ]
+    names = ", ".join(str(c.get("name")) for c in failed) or "the trial"
+    change = (outcome.evidence.get("changes") or [{}])[-1]
+    out.print(
+        f"[bold]3.[/] nothing published: the gate refused what {escape(model)} drafted "
+        f"({drafts} draft{'s' if drafts != 1 else ''}). The last one, "
+        f"{escape(str(draft.get('kind')))} {escape(str(draft.get('name')))} "
+        f"({escape(str(change.get('path', '?')))}):",
+        soft_wrap=True,
+    )
+    body = str(draft.get("body") or "").splitlines()
+    shown = [f"description: {draft.get('description')}", *body[:30]]
+    if len(body) > 30:
+        shown.append(f"… {len(body) - 30} more line(s)")
+    for line in shown:
+        out.print(f"   │ {escape(line)}", soft_wrap=True, highlight=False)
+    out.print("   why the gate refused it:")
+    for check in failed or [{"name": "gate", "detail": outcome.message}]:
+        out.print(
+            f"   - {escape(str(check.get('name')))}: {escape(str(check.get('detail')))}",
+            soft_wrap=True,
+        )
+    lite = next_step(model) == LITE_NEXT
+    out.print(
+        f"The {'lite model’s ' if lite else ''}draft did not pass the gate ({escape(names)}); "
+        f"{escape(next_step(model))}.",
+        soft_wrap=True,
+    )
+    return True

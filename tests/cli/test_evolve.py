@@ -6,9 +6,12 @@ import re
 
 import pytest
 
+from reef_cli.cli._evolve_run import LITE_NEXT, OTHER_NEXT, next_step
 from reef_cli.cli.main import app
 from reef_cli.core import scenarios
 from tests.cli.helpers import reef_fails, runner
+from tests.fakes.scripted import Scripted
+from tests.recipes.test_engine import JUNK
 
 
 @pytest.mark.parametrize(
@@ -63,3 +66,28 @@ def test_every_outcome_s_exit_code_is_documented() -> None:
     line = " ".join(text.split("\nA job ends ", 1)[1].split("\n\n", 1)[0].split())
     documented = {state: int(code) for state, code in re.findall(r"`(\w+)` \(exit (\d+)\)", line)}
     assert documented == EXIT
+
+
+def test_quickstart_shows_a_refused_draft_and_what_to_run_instead(
+    scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that drafts junk twice (as the lite model often does): the quickstart ends
+    showing the refused draft, each reason and the next step, exit 0, nothing published."""
+    monkeypatch.setenv("REEF_MODEL", "openai/scripted")
+    monkeypatch.setenv("REEF_API_BASE", scripted.api_base)
+    scripted.push(JUNK, JUNK)  # the draft, and the redraft with the gate's reasons
+    result = runner.invoke(app, ["quickstart"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "3. nothing published: the gate refused what openai/scripted" in out
+    assert "(2 drafts)" in out and "rule tips (rules/tips.md)" in out
+    assert "│ Visit {{url}} for more." in out  # the draft itself, to look at
+    assert "- quality-debris:" in out
+    assert "The draft did not pass the gate (quality-on-topic, quality-debris" in out
+    assert OTHER_NEXT in " ".join(out.split())
+    assert "error" not in result.output and "Traceback" not in result.output
+    latest = scenarios.get("quickstart").chain().latest()
+    assert latest is not None and latest.number == 1  # the starter tree only
+    # on the lite model the next step is the 1.5B model
+    assert next_step("embedded SmolLM2-135M-Instruct") == LITE_NEXT
+    assert "./install.sh --run" in LITE_NEXT and next_step("openai/gpt-x") == OTHER_NEXT
