@@ -43,6 +43,12 @@ def serve(
         None, "--scenario", help="scenario for requests without x-reef-scenario"
     ),
     max_body_mb: int | None = typer.Option(None, "--max-body-mb", help="largest request body"),
+    max_answer_mb: int | None = typer.Option(
+        None,
+        "--max-answer-mb",
+        min=1,
+        help="largest upstream answer, body or stream; a larger one ends in a 502 [default: 32]",
+    ),
     open_: bool = typer.Option(
         False, "--open", help="require no token (refused unless bound to loopback)"
     ),
@@ -93,6 +99,7 @@ def serve(
         "upstream_responses": upstream_responses,
         "default_scenario": scenario,
         "max_body_bytes": max_body_mb * 1024 * 1024 if max_body_mb else None,
+        "max_answer_bytes": max_answer_mb * 1024 * 1024 if max_answer_mb else None,
         "open": open_ or None,
         "record": False if no_record else None,
         "access_log": access_log or None,
@@ -102,6 +109,10 @@ def serve(
     from recipes.jobs import Worker  # the CLI is where parts are wired together
 
     built = serve_config.build(values)
+    from reef_cli.server.run import bind
+
+    sock = bind(built)  # a busy port is one line, before any banner
+    built = built.model_copy(update={"port": sock.getsockname()[1]})  # --port 0: the one taken
     if built.reef is not None:
         loop = built.reef
         typer.echo(
@@ -109,10 +120,6 @@ def serve(
             f"{loop.max_staleness}, min interval {loop.min_interval_s:g}s, publish "
             f"{loop.publish} (`reef scenario status S` shows it)"
         )
-    from reef_cli.server.run import bind
-
-    sock = bind(built)  # a busy port is one line, before any banner
-    built = built.model_copy(update={"port": sock.getsockname()[1]})  # --port 0: the one taken
     recorded = serve_process.announce(built.host, built.port, idle_exit, background)
     watcher = serve_process.watch_idle(built.port, idle_exit)
     previous = _exit_cleanly_on_sigterm()
@@ -121,6 +128,7 @@ def serve(
 
         run_server(built, announce=echo, jobs=Worker(), sock=sock)
     finally:
+        sock.close()
         if watcher is not None:
             watcher.cancel()
         serve_process.retire(recorded)
@@ -128,7 +136,6 @@ def serve(
             import signal
 
             signal.signal(signal.SIGTERM, previous)
-        sock.close()
 
 
 def _exit_cleanly_on_sigterm() -> Any:

@@ -22,6 +22,7 @@ from reef_cli.server import api, api_jobs, api_learning, inference_schema
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
 from reef_cli.server.learning import LiveLoop
+from reef_cli.server.memory import Trimmer
 from reef_cli.server.proxy import Proxy
 from reef_cli.server.recorder import Recorder
 from reef_cli.server.release_cache import ReleaseCache
@@ -94,10 +95,12 @@ def create_app(
         LiveLoop(config.reef, store, jobs) if config.reef is not None and jobs is not None else None
     )
     # a team's housekeeping: pull chain remotes (a publish anywhere is served here within
-    # remote_poll_seconds) and keep records within the configured budget
-    housekeeping: list[RemoteSync | RetentionTask] = [
+    # remote_poll_seconds), keep records within the configured budget, and hand memory
+    # back after large answers
+    housekeeping: list[RemoteSync | RetentionTask | Trimmer] = [
         RemoteSync(config.remote_poll_seconds),
         RetentionTask(store),
+        proxy.trimmer,
     ]
 
     @asynccontextmanager

@@ -102,6 +102,12 @@ class ServeConfig(BaseModel):
         "off: it is a 404. Never for scenario tokens, which may only use existing scenarios",
     )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    max_answer_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        description="largest upstream answer (body or stream) relayed; a larger one is cut "
+        "off with a 502 (--max-answer-mb)",
+    )
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(600.0, gt=0, description="seconds of upstream silence before a 504")
     body_timeout: float = Field(60.0, gt=0, description="seconds a client may take to send a body")
@@ -184,6 +190,13 @@ def load_file(path: Path) -> dict[str, Any]:
     """Read a YAML (or JSON) serve file into a dict of ServeConfig fields."""
     import yaml
 
+    fix = "pass a readable YAML file of settings to -c (docs/api.md lists them)"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ServeError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
+    except UnicodeDecodeError as exc:
+        raise ServeError(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -192,13 +205,6 @@ def load_file(path: Path) -> dict[str, Any]:
         raise ServeError(f"{path} is nested too deeply to be settings", fix) from None
     if not isinstance(data, dict):
         raise ServeError(f"{path} must hold a mapping of settings", "see docs/api.md")
-    fix = "pass a readable YAML file of settings to -c (docs/api.md lists them)"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ServeError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
-    except UnicodeDecodeError as exc:
-        raise ServeError(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
     data = {str(k).replace("-", "_").replace(".", "_"): v for k, v in data.items()}
     aliases = {"inference_upstream_url": "upstream", "inference_upstream_model": "upstream_model"}
     data = {aliases.get(k, k): v for k, v in data.items()}
@@ -211,12 +217,6 @@ def load_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def with_recipe(values: dict[str, Any], recipe: str | None) -> dict[str, Any]:
-    """``--recipe NAME``: the live loop with NAME (the -c file's other `reef:` keys kept,
-    else the defaults). ``reefine`` keeps its old meaning: accepted, no loop (asks reach it
-    through POST /reef/evolve), so old command lines still start."""
-    if recipe is None or recipe.strip().lower() == "reefine":
-        return values
 def _first_line(exc: Exception) -> str:
     """A YAML error's problem and where, on one line (its text spans several)."""
     mark = getattr(exc, "problem_mark", None)
@@ -224,6 +224,12 @@ def _first_line(exc: Exception) -> str:
     return f"{problem} at line {mark.line + 1}" if mark is not None else str(problem)
 
 
+def with_recipe(values: dict[str, Any], recipe: str | None) -> dict[str, Any]:
+    """``--recipe NAME``: the live loop with NAME (the -c file's other `reef:` keys kept,
+    else the defaults). ``reefine`` keeps its old meaning: accepted, no loop (asks reach it
+    through POST /reef/evolve), so old command lines still start."""
+    if recipe is None or recipe.strip().lower() == "reefine":
+        return values
     section = values.get("reef")
     merged = dict(section) if isinstance(section, dict) else {}
     merged["recipe"] = recipe

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -58,27 +59,52 @@ class Turn:
         return [*tr.input_items(self.request), *output]
 
 
+def weigh(value: Any) -> int:
+    """The bytes a parsed JSON value holds (its dicts, lists and strings): a cache counts
+    what it keeps, so a small request with a 10 MB answer weighs 10 MB, not its request."""
+    size = 0
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        size += sys.getsizeof(item)
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list | tuple):
+            todo.extend(item)
+    return size
+
+
 def keeps(request: dict[str, Any]) -> bool:
     """Whether the answer to ``request`` may be continued (``store`` defaults to true)."""
     return request.get("store", True) is not False
 
 
 class Conversations:
-    """Recent turns in memory (at most ``size`` of them, ``max_bytes`` of requests), the
-    rest read from the record store."""
+    """Recent turns in memory (at most ``size`` of them weighing ``max_bytes`` in all,
+    request and answer), the rest read from the record store."""
 
-    def __init__(self, store: Store | None, size: int = 512, max_bytes: int = 64 << 20) -> None:
+    def __init__(self, store: Store | None, size: int = 512, max_bytes: int = 16 << 20) -> None:
         self.store = store
         self.size = size
         self.max_bytes = max_bytes
         self._recent: OrderedDict[str, tuple[Turn, int]] = OrderedDict()
         self._bytes = 0
 
-    def remember(self, response_id: str, turn: Turn, weight: int = 0) -> None:
-        """Keep ``turn``; ``weight`` is its size in bytes (the request's, roughly)."""
+    @property
+    def weight(self) -> int:
+        """Bytes the kept turns hold."""
+        return self._bytes
+
+    def remember(self, response_id: str, turn: Turn) -> None:
+        """Keep ``turn``, weighed by all it holds; one heavier than the whole budget is
+        not kept (a later request reads it from the store)."""
+        weight = weigh(turn.request) + weigh(turn.response)
         old = self._recent.pop(response_id, None)
         if old is not None:
             self._bytes -= old[1]
+        if weight > self.max_bytes:
+            return  # it would push out every other turn, and itself
         self._recent[response_id] = (turn, weight)
         self._bytes += weight
         while self._recent and (len(self._recent) > self.size or self._bytes > self.max_bytes):

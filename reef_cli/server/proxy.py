@@ -36,6 +36,7 @@ from reef_cli.core.records import new_receipt
 from reef_cli.core.weight_version import WeightVersion
 from reef_cli.server import (
     conversations,
+    memory,
     receipts,
     sse,
     translate_request,
@@ -56,6 +57,19 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 # where a relayed stream's receipt goes: before this line (Responses: after the last event)
 MARKERS = {"openai": b"data: [DONE]", "anthropic": b"event: message_stop"}
 Translator = OpenAIToAnthropic | AnthropicToOpenAI | ChatToResponses | Chained
+
+
+class AnswerTooLarge(ReefError):
+    """The upstream's answer outgrew ``max_answer_bytes``: one answer may not take the
+    server's memory (the caller gets a 502; the record keeps the error)."""
+
+    http_status = 502
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(
+            f"the upstream's answer is larger than the {cap}-byte limit (max_answer_bytes)",
+            "raise max_answer_bytes in serve.yaml (or --max-answer-mb), or ask for less",
+        )
 
 
 class BodyError(Exception):
@@ -146,6 +160,7 @@ class Proxy:
         self.conversations = conversations.Conversations(
             recorder.store if recorder is not None else None
         )
+        self.trimmer = memory.Trimmer()  # app.py runs it; the answers feed it
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -191,6 +206,27 @@ class Proxy:
         except TimeoutError as exc:
             raise BodyError(408, "the request body took too long to arrive") from exc
         return b"".join(parts)
+
+    async def _read_answer(self, resp: aiohttp.ClientResponse) -> bytes:
+        """A whole upstream body, refused past ``max_answer_bytes`` (AnswerTooLarge)."""
+        cap = self.config.max_answer_bytes
+        if resp.content_length is not None and resp.content_length > cap:
+            raise AnswerTooLarge(cap)
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > cap:
+                raise AnswerTooLarge(cap)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def _count(self, received: int, chunk: bytes) -> int:
+        """A streamed answer's bytes so far, with ``chunk``; past the cap: AnswerTooLarge."""
+        received += len(chunk)
+        if received > self.config.max_answer_bytes:
+            raise AnswerTooLarge(self.config.max_answer_bytes)
+        return received
 
     async def _admit(
         self, request: Request, dialect: str
@@ -304,8 +340,7 @@ class Proxy:
         if answer is None or not conversations.keeps(body):
             return
         turn = conversations.Turn(ex.scenario, body, answer)
-        weight = len(ex.request) if isinstance(ex.request, bytes) else 0
-        self.conversations.remember(str(answer["id"]), turn, weight)
+        self.conversations.remember(str(answer["id"]), turn)
 
     def _stream_translator(self, dialect: str, ex: Exchange) -> Translator:
         body = ex.request_json
@@ -373,7 +408,10 @@ class Proxy:
             gen = self._relay(resp, ex, dialect) if same else self._translate(resp, ex, dialect)
             return RecordedStream(gen, ex, self.recorder, {**out_headers, **SSE_HEADERS})
         try:
-            data = await resp.read()
+            data = await self._read_answer(resp)
+        except AnswerTooLarge as exc:
+            resp.close()
+            return self._fail(ex, dialect, exc.http_status, exc.one_line(), out_headers)
         except TimeoutError:
             resp.close()
             return self._fail(ex, dialect, 504, "the upstream stalled while answering", out_headers)
@@ -407,6 +445,7 @@ class Proxy:
             data = _dumps(self._to_client(dialect, parsed, ex))
         ex.status = status
         ex.body = data
+        self.trimmer.note(len(data))
         self._submit(ex)
         return Response(data, status, headers=out_headers, media_type=JSON)
 
@@ -438,12 +477,14 @@ class Proxy:
         marker = MARKERS.get(dialect)  # None: the receipt goes after the last event
         tail = receipts.receipt_event(dialect, ex.id, ex.release_id)
         split = sse.Splitter()
+        received = 0
         done = False
         last = b""  # the latest events sent (Responses: where the numbering stands)
         try:
             async for chunk in resp.content.iter_any():
                 if ex.first_chunk is None:
                     ex.first_chunk = time.perf_counter()
+                received = self._count(received, chunk)
                 out = split.feed(chunk)
                 if not out:
                     continue
@@ -462,11 +503,12 @@ class Proxy:
             ex.status = resp.status
             self._submit(ex)  # queued before the client sees the end of the stream
             yield rest + _continued(dialect, rest or last, tail)
-        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+        except (aiohttp.ClientError, OSError, AnswerTooLarge) as exc:  # TimeoutError: OSError
             ex.status, ex.error = _mid_stream_failure(exc)
             self._submit(ex)
             yield _continued(dialect, last, error_event(dialect, ex.status, ex.error) + tail)
         finally:
+            self.trimmer.note(received)
             if done:
                 resp.release()
             else:
@@ -479,11 +521,13 @@ class Proxy:
         tr = self._stream_translator(dialect, ex)
         tail = receipts.receipt_event(dialect, ex.id, ex.release_id)
         parser = sse.Parser()
+        received = 0
         done = False
         try:
             async for chunk in resp.content.iter_any():
                 if ex.first_chunk is None:
                     ex.first_chunk = time.perf_counter()
+                received = self._count(received, chunk)
                 out = b"".join(tr.feed(ev, data) for ev, data in parser.feed(chunk))
                 if out:
                     self._chunk(ex, out)
@@ -500,13 +544,14 @@ class Proxy:
                 self._keep(ex, final)
             self._submit(ex)
             yield out
-        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+        except (aiohttp.ClientError, OSError, AnswerTooLarge) as exc:  # TimeoutError: OSError
             ex.status, ex.error = _mid_stream_failure(exc)
             out = tr.finish(error_event(dialect, ex.status, ex.error) + tail, complete=False)
             self._chunk(ex, out)
             self._submit(ex)
             yield out
         finally:
+            self.trimmer.note(received)
             if done:
                 resp.release()
             else:
@@ -528,8 +573,10 @@ class Proxy:
                     data=payload,
                     headers=up.headers(request.headers),
                 ) as resp:
-                    data = await resp.read()
+                    data = await self._read_answer(resp)
                     return Response(data, resp.status, media_type=JSON)
+            except AnswerTooLarge as exc:
+                return error_response("anthropic", exc.http_status, exc.one_line())
             except TimeoutError:
                 return error_response("anthropic", 504, "the upstream did not answer in time")
             except (aiohttp.ClientError, OSError) as exc:
@@ -551,9 +598,9 @@ class Proxy:
                 up.url("/v1/models"), headers=up.headers(request.headers)
             ) as resp:
                 status = resp.status
-                parsed = _maybe_json(await resp.read())
+                parsed = _maybe_json(await self._read_answer(resp))
                 body = parsed if isinstance(parsed, dict) else None
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError, AnswerTooLarge) as exc:
             if not up.model:
                 return error_response(dialect, 502, f"cannot list upstream models: {_why(exc)}")
         if body is None or status >= 400:
@@ -608,6 +655,8 @@ def _maybe_json(data: bytes) -> Any:
 
 def _mid_stream_failure(exc: BaseException) -> tuple[int, str]:
     """Status and message for an upstream that failed after its stream had begun."""
+    if isinstance(exc, AnswerTooLarge):
+        return exc.http_status, exc.one_line()
     if isinstance(exc, TimeoutError):
         return 504, "the upstream stalled mid-stream"
     return 502, f"the upstream dropped the stream: {_why(exc)}"

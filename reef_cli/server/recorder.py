@@ -264,6 +264,21 @@ def _from_journal(item: journal.Replayed) -> Exchange:
     return ex
 
 
+BATCH_BYTES = 32 * 1024 * 1024
+
+
+def _weight(item: Exchange | _Open | None) -> int:
+    """The bytes a queued item brings into a batch (its request and answer)."""
+    if item is None:
+        return 0
+    ex = item.ex if isinstance(item, _Open) else item
+    size = len(ex.request) if isinstance(ex.request, bytes) else 0
+    if isinstance(item, Exchange):
+        size += len(ex.body) if isinstance(ex.body, bytes) else 0
+        size += sum(len(chunk) for chunk in ex.chunks)
+    return size
+
+
 class Recorder:
     def __init__(
         self,
@@ -413,11 +428,13 @@ class Recorder:
             if first[1] is not None and self.linger:
                 time.sleep(self.linger)  # releases the GIL; one commit for many records
             items = [first]
-            while len(items) < self.batch:
+            size = _weight(first[1])
+            while len(items) < self.batch and size < BATCH_BYTES:  # many, or large: write
                 try:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+                size += _weight(items[-1][1])
             work = [item for _seq, item in items if item is not None]
             try:
                 self._write(work)
@@ -428,7 +445,9 @@ class Recorder:
                     self._queue.task_done()
             if self.journal is not None:
                 self.journal.maintain()
-            if any(item is None for _seq, item in items):
+            stopping = any(item is None for _seq, item in items)
+            del first, items, work  # the batch's answers go now, not when the next one comes
+            if stopping:
                 # drain whatever arrived after the stop marker
                 rest: list[Exchange | _Open] = []
                 last = 0

@@ -99,7 +99,7 @@ class ChatToResponses:
         index = self.output.index(item)
         out = b""
         if item["type"] == "message":
-            text = item.pop("_text", "")
+            text = "".join(item.pop("_text", ()))
             part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
             item["content"] = [part]
             out += self._event(
@@ -118,7 +118,7 @@ class ChatToResponses:
                 part=part,
             )
         else:
-            arguments = item.pop("_arguments", "")
+            arguments = "".join(item.pop("_arguments", ()))
             done = tr.call_item(item["call_id"], item["name"], arguments, self.custom, item["id"])
             item.clear()
             item.update(done)
@@ -160,7 +160,7 @@ class ChatToResponses:
                 if self.open is None or self.open["type"] != "message":
                     out += self._close() + self._open_text()
                 assert self.open is not None
-                self.open["_text"] = self.open.get("_text", "") + text
+                self.open.setdefault("_text", []).append(text)  # joined once, at the end
                 out += self._event(
                     "response.output_text.delta",
                     item_id=self.open["id"],
@@ -190,7 +190,7 @@ class ChatToResponses:
         assert item is not None
         piece = function.get("arguments") or ""
         if piece:
-            item["_arguments"] = item.get("_arguments", "") + piece
+            item.setdefault("_arguments", []).append(piece)
             if item["type"] == "function_call":
                 out += self._event(
                     "response.function_call_arguments.delta",

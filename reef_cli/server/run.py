@@ -213,6 +213,9 @@ def _serve(
         f"recording: {f'on ({app.state.store.url})' if config.record else 'off'}"
     )
     configure_logging(upstream.key, url.password_of(url.database_url()))
+    from reef_cli.server import memory
+
+    memory.tune()  # freed answers go back to the system (memory.py says why)
     reload_tokens_on_sighup(accepted)
     settle_heap()
     options = uvicorn_options(config)

@@ -205,19 +205,20 @@ def test_memory_keeps_recent_turns_within_its_bounds() -> None:
     the record store (none here, so it is gone)."""
     import asyncio
 
-    from reef_cli.server.conversations import Conversations, Turn
+    from reef_cli.server.conversations import Conversations, Turn, weigh
 
-    memory = Conversations(None, size=3, max_bytes=250)
     item = {"type": "message", "role": "user", "content": "hi"}
 
     def turn(previous: str | None) -> Turn:
         return Turn("s", {"input": [item], "previous_response_id": previous}, {"output": []})
 
+    one = weigh(turn("resp_0").request) + weigh(turn("resp_0").response)
+    memory = Conversations(None, size=3, max_bytes=one * 5 // 2)
     for n in range(4):
-        memory.remember(f"resp_{n}", turn(f"resp_{n - 1}" if n else None), weight=100)
-    # 4 x 100 bytes > 250: only the last two are kept
+        memory.remember(f"resp_{n}", turn(f"resp_{n - 1}" if n else None))
+    # 4 turns > 2.5 turns' bytes: only the last two are kept
     assert asyncio.run(memory.history("s", "resp_3")) is None  # resp_1 fell out
     assert asyncio.run(memory.history("s", "resp_0")) is None
-    memory.remember("resp_9", turn(None), weight=10)
+    memory.remember("resp_9", turn(None))
     assert asyncio.run(memory.history("s", "resp_9")) == [item]
     assert asyncio.run(memory.history("other", "resp_9")) is None  # scoped to the scenario
