@@ -1,11 +1,12 @@
 """The engine every recipe runs under: propose -> gate -> trial -> evaluate -> publish.
 
 A job ends in one of: ``published`` (or ``pending`` when the change is extension code or
-waits for a person's review), ``unchanged`` (the recipe found no new evidence: exit 0),
-``rejected`` (the gate, the trial or the evaluation said no), ``invalid`` (the evaluation
-could not be trusted: an evaluator or model outage is never a win), ``stopped`` (a budget
-ran out) or ``failed`` (the model or the sandbox could not do the work). Whatever the
-end, the chain holds either one complete new release or nothing new.
+waits for a person's review), ``unchanged`` (the recipe found no new evidence, or kept
+it for a later run: exit 0), ``rejected`` (the gate, the trial or the evaluation said
+no), ``invalid`` (the evaluation could not be trusted: an evaluator or model outage is
+never a win), ``stopped`` (a budget ran out) or ``failed`` (the model or the sandbox
+could not do the work). Whatever the end, the chain holds either one complete new
+release or nothing new.
 
 The quality gate (``reef_cli.core.quality``) runs here for every recipe, on the text its
 candidate's changes hold: the deterministic checks, then — when they pass — the judge, all
@@ -38,7 +39,7 @@ from reef_cli.core.tree import HarnessTree
 
 @dataclass
 class Outcome:
-    state: str  # published | pending | rejected | invalid | stopped | failed
+    state: str  # published | pending | unchanged | rejected | invalid | stopped | failed
     message: str
     release: int | None = None
     verdict: dict[str, Any] = field(default_factory=dict)
