@@ -206,7 +206,8 @@ def _refusal(outcome: engine.Outcome) -> bool:
         soft_wrap=True,
     )
     body = str(draft.get("body") or "").splitlines()
-    shown = [f"description: {draft.get('description')}", *body[:30]]
+    described = " ".join(str(draft.get("description") or "").split())  # one line
+    shown = [f"description: {described}", *body[:30]]
     if len(body) > 30:
         shown.append(f"… {len(body) - 30} more line(s)")
     for line in shown:

@@ -10,8 +10,7 @@ from reef_cli.cli._evolve_run import LITE_NEXT, OTHER_NEXT, next_step
 from reef_cli.cli.main import app
 from reef_cli.core import scenarios
 from tests.cli.helpers import reef_fails, runner
-from tests.fakes.scripted import Scripted
-from tests.recipes.test_engine import JUNK
+from tests.fakes.scripted import Scripted, draft_json
 
 
 @pytest.mark.parametrize(
@@ -75,12 +74,19 @@ def test_quickstart_shows_a_refused_draft_and_what_to_run_instead(
     showing the refused draft, each reason and the next step, exit 0, nothing published."""
     monkeypatch.setenv("REEF_MODEL", "openai/scripted")
     monkeypatch.setenv("REEF_API_BASE", scripted.api_base)
-    scripted.push(JUNK, JUNK)  # the draft, and the redraft with the gate's reasons
+    junk = draft_json(
+        name="tips",
+        description="\nHelpful tips #coding #tips",  # a line break, as SmolLM2 writes one
+        body="Visit {{url}} for more. #coding #tips",
+        why="Because #123456#",
+    )
+    scripted.push(junk, junk)  # the draft, and the redraft with the gate's reasons
     result = runner.invoke(app, ["quickstart"])
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "3. nothing published: the gate refused what openai/scripted" in out
     assert "(2 drafts)" in out and "rule tips (rules/tips.md)" in out
+    assert "│ description: Helpful tips #coding #tips\n" in out  # on one line
     assert "│ Visit {{url}} for more." in out  # the draft itself, to look at
     assert "- quality-debris:" in out
     assert "The draft did not pass the gate (quality-on-topic, quality-debris" in out
