@@ -607,6 +607,103 @@ SECRET_CASES = _secret_cases()
 # ---------------------------------------------------------------- benign look-alikes
 
 
+# The realistic benign texts draw from their own generator, so adding one never changes
+# the fake keys other test files derive from RNG.
+BENIGN_RNG = random.Random(SEED + 1)
+
+MARKDOWN_DOC = """# Deploying the agent
+
+The agent reads its key from `OPENAI_API_KEY`; never write it into a file.
+
+## Steps
+
+1. Create a token at <https://github.com/settings/tokens?type=beta&description=reef%20agent>.
+2. Run `reef serve --port 8080` and open http://localhost:8080/reef/status.
+3. Check the [changelog](https://example.org/docs/changes#v2.3.1-release-notes).
+
+| setting | default | meaning |
+|---|---|---|
+| `max_tokens` | 4096 | the answer's length cap |
+| `token_file` | `~/.config/reef/token` | where the server's token lives |
+
+> Tip: `sha256sum build.tar.gz` prints the digest to compare against the release page.
+"""
+
+LONG_URLS = (
+    "Search: https://www.google.com/search?q=reef%20harness%20%22api%20key%22%20rotation"
+    "&oq=reef+harness&aqs=chrome..69i57j33i160l2.4123j0j7&sourceid=chrome&ie=UTF-8\n"
+    "Résumé: https://example.org/caf%C3%A9/r%C3%A9sum%C3%A9?ref=%2Fhome%2Fdocs%3Fpage%3D2\n"
+    "Encoded path: https://cdn.example.com/assets/%5Bv2%5D/file%20name%20(1).pdf\n"
+)
+
+JSON_ESCAPES = (
+    '{"name": "Caf\\u00e9 M\\u00fcller", "emoji": "\\ud83d\\ude00", "path": "src\\/main.ts",'
+    ' "quote": "\\u201chello\\u201d", "tab": "a\\tb"}\n'
+)
+
+SVG_BASE64 = base64.b64encode(
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16">'
+    b'<circle cx="8" cy="8" r="7" fill="#2a7ae2"/></svg>'
+).decode()
+
+GREETING_BASE64 = base64.b64encode(b"Hello, World! This is only prose.").decode()
+
+LOREM = (
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor\n"
+    "incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud\n"
+    "exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. Duis aute irure\n"
+    "dolor in reprehenderit in voluptate velit esse cillum dolore eu fugiat nulla pariatur.\n"
+) * 5
+
+WRAPPED_PROSE = (
+    "A JWT's header always begins with eyJ\nbecause it is base64 of a JSON object.\n"
+    "Slovak strings live in files named sk-\nformal.json and sk-\ninformal.json.\n"
+    "Hugging Face tokens start with hf_\nand GitHub ones with ghp_\nin their docs.\n"
+)
+
+
+def code_with_hashes() -> str:
+    digest = hashlib.sha256(BENIGN_RNG.randbytes(32)).hexdigest()
+    md5 = hashlib.md5(BENIGN_RNG.randbytes(8)).hexdigest()
+    return (
+        "import { createHash } from 'node:crypto';\n"
+        f"const EXPECTED_SHA256 = '{digest}';\n"
+        f'const LEGACY_MD5 = "{md5}";\n'
+        "export function verify(data: Buffer): boolean {\n"
+        "  return createHash('sha256').update(data).digest('hex') === EXPECTED_SHA256;\n"
+        "}\n"
+    )
+
+
+def git_log() -> str:
+    lines = []
+    for n in range(12):
+        sha = "".join(BENIGN_RNG.choice(HEX) for _ in range(40))
+        lines.append(
+            f"commit {sha}\nAuthor: Dev {n} <dev{n}@example.org>\n\n    fix #{n}: {sha[:7]}\n"
+        )
+    return "\n".join(lines)
+
+
+def png_base64() -> str:
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + BENIGN_RNG.randbytes(600)).decode()
+
+
+def pem_certificate() -> str:
+    body = base64.b64encode(BENIGN_RNG.randbytes(700)).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return "-----BEGIN CERTIFICATE-----\n" + "\n".join(lines) + "\n-----END CERTIFICATE-----\n"
+
+
+def minified_line() -> str:
+    words = ["render", "state", "props", "useMemo", "value", "index", "items", "map", "key"]
+    pick = BENIGN_RNG.choice
+    parts = [
+        f"{pick(words)}{n}=>{pick(words)}[{n}]+{BENIGN_RNG.randint(0, 99999)}" for n in range(2000)
+    ]
+    return "export const f=(" + ";".join(parts) + ");\n"
+
+
 @dataclass(frozen=True)
 class BenignCase:
     id: str
@@ -755,6 +852,32 @@ def _benign_cases() -> list[BenignCase]:
             command_md("Deploy.\n", "api_key_env: ANTHROPIC_API_KEY\n"),
         ),
         ("redacted", "rule", "api_key: [REDACTED] (rotated on 2024-06-01)\n"),
+        # -- realistic text the normalising steps (decoding, joining, windows) must leave quiet
+        ("markdown-doc", "rule", MARKDOWN_DOC),
+        ("code-with-hashes", "ext", code_with_hashes()),
+        (
+            "uuids",
+            "rule",
+            "".join(
+                f"- run {uuid.UUID(int=BENIGN_RNG.getrandbits(128), version=4)}\n"
+                for _ in range(20)
+            ),
+        ),
+        ("git-log", "rule", git_log()),
+        ("png-data-url", "rule", f"![chart](data:image/png;base64,{png_base64()})\n"),
+        ("svg-data-url", "rule", f'<img src="data:image/svg+xml;base64,{SVG_BASE64}">\n'),
+        ("base64-prose", "rule", f"Encoded greeting: {GREETING_BASE64}\n"),
+        ("long-urls-percent", "rule", LONG_URLS),
+        ("json-unicode-escapes", "json", JSON_ESCAPES),
+        ("pem-certificate", "rule", pem_certificate()),
+        ("lorem-ipsum", "rule", LOREM),
+        ("wrapped-prose", "rule", WRAPPED_PROSE),
+        ("minified-code-line", "ext", minified_line()),
+        (
+            "zero-width-joiners",
+            "rule",
+            "Emoji like \U0001f469\u200d\U0001f4bb and \u200bsoft\u00adbreaks stay.\n",
+        ),
     ]
     cases = []
     for id, kind, template in raw:
