@@ -128,6 +128,7 @@ def load(path: str | None) -> ModuleType:
     spec = importlib.util.spec_from_file_location("secrets_under_test", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
