@@ -208,9 +208,16 @@ class FileTokens(TokenSet):
     tokens.json that cannot be read accepts no scenario token until it is fixed (fail
     closed: a damaged file must not keep a revoked token alive)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        on_main: Callable[[str], None] | None = None,
+    ) -> None:
+        """``on_main`` is told each main token read (the server's log redaction learns a
+        rotated one before any line could carry it)."""
         super().__init__(None, [])
         self._clock = clock
+        self._on_main = on_main
         self._scoped_path, self._main_path = tokens_path(), token_path()  # resolved once
         self._lock = threading.Lock()
         self._current = TokenSet(None, [])
@@ -261,6 +268,8 @@ class FileTokens(TokenSet):
                     "cannot read %s (%s): no scenario token is accepted", self._scoped_path, exc
                 )
                 scoped = []
+            if main and self._on_main is not None:
+                self._on_main(main)
             self._current = TokenSet(main, scoped)
             first = self._scoped_key == ()
             self._scoped_key, self._main_key = scoped_key, main_key

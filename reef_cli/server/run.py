@@ -28,7 +28,9 @@ def token_set(config: ServeConfig) -> tokens.TokenSet | None:
     if not main:
         raise ServeError("no token available", "set REEF_TOKEN or check the state dir")
     tokens.list_scoped()  # a damaged tokens.json: refuse to start, with the fix
-    return tokens.FileTokens()  # re-read when the files change: `reef token` applies at once
+    # re-read when the files change (`reef token` applies at once); a rotated main token
+    # is redacted from the logs from the moment it is read
+    return tokens.FileTokens(on_main=log_redaction.add_secret)
 
 
 def reload_tokens_on_sighup(accepted: tokens.TokenSet | None) -> None:

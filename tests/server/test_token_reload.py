@@ -101,6 +101,21 @@ def test_the_main_token_file_is_reread_when_it_changes(reef_home: Path) -> None:
     assert accepted.check(old) is None
 
 
+def test_a_rotated_main_token_is_redacted_from_the_logs_once_read(reef_home: Path) -> None:
+    """The redaction knew only the main token of start-up: a hand-written one put in the
+    token file later (no ``reef_`` shape for the patterns to catch) went to the logs as is."""
+    from reef_cli.server import log_redaction
+
+    tokens.main_token(create=True)
+    accepted = token_set(ServeConfig(upstream="http://127.0.0.1:9/v1"))
+    assert isinstance(accepted, tokens.FileTokens)
+    rotated = "Zq8w3Xr5Tn2Lp7Vb4Mc9Hd6"  # no reef_ shape, no trigger word beside it
+    tokens.token_path().write_text(rotated + "\n")
+    accepted.reload()
+    assert accepted.check(rotated) is not None
+    assert rotated not in log_redaction.redact(f"a client sent {rotated} as is")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
