@@ -30,6 +30,7 @@ from reef_cli.core import config, quality
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
 from reef_cli.core.config import Settings
 from reef_cli.core.errors import BudgetInvalid, OptionInvalid, ReefError, TaskSetError
+from reef_cli.core.evaluation import sign_test_minimum
 from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import gate_files, publish_files
@@ -182,8 +183,12 @@ def runners(
 
 def check_tasks(recipe: Recipe, tasks: TaskSet | None) -> None:
     """Refuse, before any model loads, a task set the recipe cannot use."""
-    if not recipe.requires_tasks:
-        return
+    if recipe.requires_tasks:
+        _check_splits(recipe, tasks)
+    check_decidable(tasks)
+
+
+def _check_splits(recipe: Recipe, tasks: TaskSet | None) -> None:
     hint = (
         "pass --tasks FILE with train, val and test tasks (make one: reef tasks make "
         "reasoning-gym -o tasks.yaml)"
@@ -197,6 +202,21 @@ def check_tasks(recipe: Recipe, tasks: TaskSet | None) -> None:
             f"{recipe.name} needs train, val and test tasks; this set has no "
             f"{' or '.join(empty)} tasks ({counts})",
             hint,
+        )
+
+
+def check_decidable(tasks: TaskSet | None) -> None:
+    """Refuse a test split too small for the sign test ever to pass (n wins and no loss
+    give p = 2**-n): the job would spend its whole budget and could never publish."""
+    if tasks is None or tasks.method != "sign":
+        return
+    held_out = len(tasks.split("test"))
+    needed = sign_test_minimum(tasks.alpha)
+    if 0 < held_out < needed:
+        raise TaskSetError(
+            f"the task set has {held_out} test task(s); the sign test at alpha {tasks.alpha:g} "
+            f"needs at least {needed} to ever pass, so nothing could be published",
+            f"add test tasks (at least {needed}), or set `method: bootstrap` in the task set",
         )
 
 

@@ -184,6 +184,29 @@ def test_a_search_recipe_without_usable_tasks_is_rejected_before_any_call(
     assert runner.ran == [] and upstream.log == []
 
 
+class AskRecipe(MarkerRecipe):
+    """A recipe that takes a task set when given one (as Reefine with --tasks)."""
+
+    requires_tasks = False
+
+
+@pytest.mark.parametrize("recipe", [MarkerRecipe, AskRecipe], ids=["search", "ask"])
+def test_a_test_split_too_small_for_the_sign_test_is_refused_before_any_call(
+    scenario: scenarios.Scenario, upstream: FakeUpstream, recipe: type[MarkerRecipe]
+) -> None:
+    """4 test tasks: 4 wins and no loss give p = 1/16 > 0.05, so no candidate could ever
+    publish; the job used to spend its budget to learn that."""
+    small = task_set(n=4)
+    outcome, runner = go(scenario, upstream, recipe(), small)
+    assert outcome.state == "rejected"
+    assert "4 test task(s)" in outcome.message and "at least 5" in outcome.message
+    assert "method: bootstrap" in outcome.message
+    assert runner.ran == [] and upstream.log == []
+    # the same size decides under the bootstrap, and 5 tasks can pass the sign test
+    engine.check_decidable(small.model_copy(update={"method": "bootstrap"}))
+    engine.check_decidable(task_set(n=5))
+
+
 def test_search_only_refuses_test_tasks() -> None:
     guarded = engine.search_only(lambda files, task: TaskRun(1.0, "", ""))
     assert guarded({}, Task(id="a", prompt="p", exact="1", split="val")).score == 1.0
