@@ -4,7 +4,9 @@ Records reach SQLite from a writer thread, in batches, after the answer has gone
 crash in between (SIGKILL, OOM, power) would leave a receipt the client holds with no
 record. So the response path first appends the exchange to this journal — one
 ``os.write`` to an ``O_APPEND`` file, no fsync on the request path — and ``reef serve``
-replays the journals of dead processes when it starts:
+replays the journals of dead processes when it starts (a segment at a time, indexed by
+offsets, each exchange read only when it is written: replay holds about one exchange,
+however much a crash left behind):
 
 - a whole non-stream exchange (``X``: request and the answer about to be sent) -> a
   ``complete`` record;
@@ -211,31 +213,108 @@ class Replayed:
     end: dict[str, Any] | None = None
 
 
-def read_entries(data: bytes) -> Iterator[tuple[dict[str, Any], list[bytes]]]:
-    """Whole entries of a segment; a torn last entry (a write cut short) ends it."""
+@dataclass
+class Spans:
+    """Where one exchange's parts lie in a dead segment: (offset, length) pairs, so an
+    index of the whole segment holds no request or answer in memory."""
+
+    meta: dict[str, Any]
+    request: tuple[int, int] = (0, 0)
+    body: tuple[int, int] | None = None
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+
+
+WINDOW = 256 * 1024  # how much of a segment is read at a time for its headers
+
+
+class _Reader:
+    """Random reads of a segment through one small window (``os.pread``: no file offset
+    is shared, and a payload that is skipped is never read)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self._buf = b""
+        self._at = 0
+
+    def get(self, at: int, n: int) -> bytes:
+        """Up to ``n`` bytes from offset ``at`` (fewer at the end of the file)."""
+        end = min(at + n, self.size)
+        if at < self._at or end > self._at + len(self._buf):
+            self._buf = os.pread(self.fd, max(end - at, WINDOW), at)
+            self._at = at
+        return self._buf[at - self._at : end - self._at]
+
+
+def entries(fd: int) -> Iterator[tuple[dict[str, Any], list[tuple[int, int]]]]:
+    """Whole entries of a segment as (header, payload spans); a torn last entry (a write
+    cut short) ends it. Payloads are not read."""
+    reader = _Reader(fd)
     pos = 0
-    end = len(data)
-    while pos < end:
-        if data[pos : pos + len(_MARK)] != _MARK:
+    while pos < reader.size:
+        head = reader.get(pos, len(_MARK) + 24)
+        if head[: len(_MARK)] != _MARK:
             return
-        space = data.find(b" ", pos + len(_MARK))
+        space = head.find(b" ", len(_MARK))
         if space < 0:
             return
         try:
-            hlen = int(data[pos + len(_MARK) : space])
-            meta = json.loads(data[space + 1 : space + 1 + hlen])
+            hlen = int(head[len(_MARK) : space])
+            if hlen < 0:
+                return
+            meta = json.loads(reader.get(pos + space + 1, hlen))
             sizes = [int(n) for n in meta.pop("n")]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return
-        cursor = space + 1 + hlen
-        if cursor + sum(sizes) > end:
+        cursor = pos + space + 1 + hlen
+        if any(n < 0 for n in sizes) or cursor + sum(sizes) > reader.size:
             return
-        payloads = []
+        spans = []
         for n in sizes:
-            payloads.append(data[cursor : cursor + n])
+            spans.append((cursor, n))
             cursor += n
-        yield meta, payloads
+        yield meta, spans
         pos = cursor
+
+
+def index(fd: int) -> dict[str, Spans]:
+    """Every exchange in one segment, by receipt, as spans. An exchange's entries all go
+    to the segment it began in, so a segment is replayed on its own."""
+    found: dict[str, Spans] = {}
+    for meta, spans in entries(fd):
+        kind = meta.pop("k", None)
+        rid = meta.get("id")
+        if not isinstance(rid, str):
+            continue
+        if kind == "X" and len(spans) == 2:
+            found[rid] = Spans(meta, spans[0], spans[1])
+        elif kind == "S" and spans:
+            found[rid] = Spans(meta, spans[0])
+        elif kind == "C" and rid in found and spans:
+            found[rid].chunks.append(spans[0])
+        elif kind == "E" and rid in found:
+            found[rid].end = meta
+    return found
+
+
+def _read(fd: int, span: tuple[int, int]) -> bytes:
+    at, n = span
+    data = os.pread(fd, n, at)
+    if len(data) != n:
+        raise OSError(f"the segment ended {n - len(data)} byte(s) early")
+    return data
+
+
+def load(fd: int, spans: Spans) -> Replayed:
+    """One exchange with its payloads read from the segment."""
+    return Replayed(
+        spans.meta,
+        _read(fd, spans.request),
+        None if spans.body is None else _read(fd, spans.body),
+        [_read(fd, span) for span in spans.chunks],
+        spans.end,
+    )
 
 
 def claim_dead_segments(root: Path) -> list[tuple[Path, int]]:
@@ -255,31 +334,6 @@ def claim_dead_segments(root: Path) -> list[tuple[Path, int]]:
             continue
         out.append((path, fd))
     return out
-
-
-def replay(paths: list[tuple[Path, int]]) -> dict[str, Replayed]:
-    """Every exchange in the given segments, by receipt."""
-    found: dict[str, Replayed] = {}
-    for path, _fd in paths:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            log.error("cannot read receipt journal %s: %s", path, exc)
-            continue
-        for meta, payloads in read_entries(data):
-            kind = meta.pop("k", None)
-            rid = meta.get("id")
-            if not isinstance(rid, str):
-                continue
-            if kind == "X" and len(payloads) == 2:
-                found[rid] = Replayed(meta, payloads[0], payloads[1])
-            elif kind == "S" and payloads:
-                found[rid] = Replayed(meta, payloads[0])
-            elif kind == "C" and rid in found and payloads:
-                found[rid].chunks.append(payloads[0])
-            elif kind == "E" and rid in found:
-                found[rid].end = meta
-    return found
 
 
 def release(paths: list[tuple[Path, int]]) -> None:

@@ -265,6 +265,7 @@ def _from_journal(item: journal.Replayed) -> Exchange:
 
 
 BATCH_BYTES = 32 * 1024 * 1024
+REPLAY_BATCH_BYTES = 256 * 1024  # replay writes batches this large (or one exchange)
 
 
 def _weight(item: Exchange | _Open | None) -> int:
@@ -383,36 +384,67 @@ class Recorder:
     # ------------------------------------------------------------ replay
 
     def replay(self) -> int:
-        """Store what the journals of dead processes hold and SQLite lacks."""
+        """Store what the journals of dead processes hold and the store lacks."""
         assert self.journal is not None
-        claimed = journal.claim_dead_segments(self.journal.root)
-        if not claimed:
-            return 0
-        found = journal.replay(claimed)
-        have = self.store.states(list(found))
-        missing = [
-            _from_journal(item)
-            for rid, item in found.items()
-            if have.get(rid) not in ("complete", "interrupted")
-        ]
-        before = self.failed
-        for start in range(0, len(missing), self.batch):
-            self._write(missing[start : start + self.batch], journaled=False)
-        if self.failed == before:
-            journal.release(claimed)  # stored: the segments have done their work
-        else:  # keep them for the next start
-            for _path, fd in claimed:
+        stored = interrupted = 0
+        for path, fd in journal.claim_dead_segments(self.journal.root):
+            done, count, cut = self._replay_segment(path, fd)
+            stored += count
+            interrupted += cut
+            if done:
+                journal.release([(path, fd)])  # stored: the segment has done its work
+            else:  # keep it for the next start
                 os.close(fd)
-        self.replayed = len(missing)
-        if missing:
-            interrupted = sum(1 for ex in missing if ex.interrupted)
+        self.replayed = stored
+        if stored:
             log.warning(
                 "recovered %d record(s) from the receipt journal of a server that stopped "
                 "without flushing (%d interrupted mid-stream)",
-                len(missing),
+                stored,
                 interrupted,
             )
-        return len(missing)
+        return stored
+
+    def _replay_segment(self, path: Path, fd: int) -> tuple[bool, int, int]:
+        """One dead segment: (all stored, exchanges replayed, of those interrupted).
+
+        Streamed, not read whole: a crash after a heavy burst may leave gigabytes of
+        journal, and the next start must not hold them at once. The segment is indexed
+        by offsets (headers only); then each missing exchange is read, queued for a batch
+        of at most ``REPLAY_BATCH_BYTES`` (or one exchange), written and let go."""
+        try:
+            spans = journal.index(fd)
+        except OSError as exc:
+            log.error("cannot read receipt journal %s: %s", path, exc)
+            return False, 0, 0
+        before = self.failed
+        count = cut = 0
+        ids = list(spans)
+        for start in range(0, len(ids), self.batch):
+            part = ids[start : start + self.batch]
+            have = self.store.states(part)
+            pending: list[Exchange] = []
+            size = 0
+            for rid in part:
+                if have.get(rid) in ("complete", "interrupted"):
+                    continue
+                try:
+                    ex = _from_journal(journal.load(fd, spans[rid]))
+                except OSError as exc:
+                    log.error("cannot read record %s from %s: %s", rid, path, exc)
+                    self.failed += 1
+                    continue
+                count += 1
+                cut += ex.interrupted
+                pending.append(ex)
+                size += _weight(ex)
+                del ex
+                if size >= REPLAY_BATCH_BYTES:
+                    self._write(pending, journaled=False)
+                    pending, size = [], 0
+            self._write(pending, journaled=False)
+            del pending
+        return self.failed == before, count, cut
 
     # ------------------------------------------------------------ writer thread
 
