@@ -49,6 +49,13 @@ def serve(
         min=1,
         help="largest upstream answer, body or stream; a larger one ends in a 502 [default: 32]",
     ),
+    max_record_backlog_mb: int | None = typer.Option(
+        None,
+        "--max-record-backlog-mb",
+        min=1,
+        help="MiB of exchanges that may wait for the records store; past it new requests "
+        "get a 503 with Retry-After until the store catches up [default: 256]",
+    ),
     open_: bool = typer.Option(
         False, "--open", help="require no token (refused unless bound to loopback)"
     ),
@@ -100,6 +107,9 @@ def serve(
         "default_scenario": scenario,
         "max_body_bytes": max_body_mb * 1024 * 1024 if max_body_mb else None,
         "max_answer_bytes": max_answer_mb * 1024 * 1024 if max_answer_mb else None,
+        "max_record_backlog_bytes": max_record_backlog_mb * 1024 * 1024
+        if max_record_backlog_mb
+        else None,
         "open": open_ or None,
         "record": False if no_record else None,
         "access_log": access_log or None,

@@ -86,7 +86,11 @@ def create_app(
     upstream = Upstream.from_config(config)
     owns_store = store is None
     store = store if store is not None else open_store(configured=config.database_url)
-    recorder = Recorder(store) if config.record else None
+    recorder = (
+        Recorder(store, max_backlog_bytes=config.max_record_backlog_bytes)
+        if config.record
+        else None
+    )
     releases = ReleaseCache(config.release_cache_seconds)
     auth = Authenticator(tokens)
     proxy = Proxy(config, upstream, auth, recorder, releases, weights)

@@ -108,6 +108,13 @@ class ServeConfig(BaseModel):
         description="largest upstream answer (body or stream) relayed; a larger one is cut "
         "off with a 502 (--max-answer-mb)",
     )
+    max_record_backlog_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="bytes of exchanges that may wait for the records store; past it new "
+        "inference requests get a 503 with Retry-After until the store catches up "
+        "(--max-record-backlog-mb)",
+    )
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(600.0, gt=0, description="seconds of upstream silence before a 504")
     body_timeout: float = Field(60.0, gt=0, description="seconds a client may take to send a body")

@@ -14,6 +14,8 @@ journaled it (recorder.py, journal.py): a whole answer just before it is returne
 stream's start before its headers, each chunk before it is yielded, its end before the
 last bytes. The record is credited to the client's ``x-reef-release-id`` (the release it
 has installed) when that names a release of the scenario, else to the served release.
+While the records store lags so far that the recorder's backlog is full, a new inference
+request is refused (503, Retry-After) before its body is read: back-pressure, no receipt.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from reef_cli.server import (
 )
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.config import ServeConfig
-from reef_cli.server.recorder import Exchange, Recorder
+from reef_cli.server.recorder import RETRY_AFTER_S, Exchange, Recorder
 from reef_cli.server.release_cache import ReleaseCache, Releases
 from reef_cli.server.responses_stream import Chained, ChatToResponses
 from reef_cli.server.translate_stream import AnthropicToOpenAI, OpenAIToAnthropic
@@ -229,10 +231,11 @@ class Proxy:
         return received
 
     async def _admit(
-        self, request: Request, dialect: str
+        self, request: Request, dialect: str, recorded: bool = False
     ) -> tuple[str, bytes, dict[str, Any], bool] | Response:
         """Auth, scenario, body checks. Returns (scenario, raw body, parsed body, whether
-        the caller may create the scenario) or an error."""
+        the caller may create the scenario) or an error. A ``recorded`` request is refused
+        (503, Retry-After) before its body is read while the recorder's backlog is full."""
         headers = request.headers
         grant = self.auth.grant(headers, allow_api_key=True)
         if grant is None:
@@ -251,6 +254,11 @@ class Proxy:
             return error_response(
                 dialect, 403, f"this token is not allowed for scenario {scenario!r}"
             )
+        rec = self.recorder
+        if recorded and rec is not None and rec.full:
+            refused = rec.refusal()
+            retry = {"retry-after": str(RETRY_AFTER_S)}
+            return error_response(dialect, refused.http_status, refused.one_line(), retry)
         ctype = headers.get("content-type", "")
         if ctype and "json" not in ctype.lower():
             return error_response(
@@ -356,7 +364,7 @@ class Proxy:
 
     async def _inference(self, request: Request, dialect: str) -> Response:
         started = time.perf_counter()
-        admitted = await self._admit(request, dialect)
+        admitted = await self._admit(request, dialect, recorded=True)
         if isinstance(admitted, Response):
             return admitted
         scenario, raw, body, create = admitted

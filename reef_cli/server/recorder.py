@@ -8,6 +8,14 @@ receipt resolves (and can be reported on) while it runs. ``start`` replays the j
 of processes that died, so every receipt a client received resolves to a record after any
 crash: ``complete``, or ``interrupted`` with what had been sent. ``flush`` waits until
 everything queued before the call is stored; ``stop`` flushes.
+
+The queue is weighed in bytes (``backlog_bytes``: the requests and answers queued or being
+written). When the store falls behind (a slow disk, a locked SQLite file, PostgreSQL away)
+the proxy stops admitting new inference requests once the backlog reaches
+``max_backlog_bytes`` (``full``; a 503 with Retry-After, RecordBacklogFull) instead of
+letting the queue take the server's memory. Nothing already admitted is ever dropped:
+requests in flight finish, are journaled and queued past the bound (so the backlog may
+exceed it by what those carry), and every receipt handed out still resolves to a record.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reef_cli.core.errors import ServeError
 from reef_cli.core.records import RawJSON, Record, now_iso
 from reef_cli.core.store import Store
 from reef_cli.server import assemble, journal
@@ -266,6 +275,23 @@ def _from_journal(item: journal.Replayed) -> Exchange:
 
 BATCH_BYTES = 32 * 1024 * 1024
 REPLAY_BATCH_BYTES = 256 * 1024  # replay writes batches this large (or one exchange)
+MAX_BACKLOG_BYTES = 256 * 1024 * 1024  # serve.yaml max_record_backlog_bytes
+RETRY_AFTER_S = 5  # what a refused caller is told to wait
+
+
+class RecordBacklogFull(ServeError):
+    """The records store has fallen so far behind that the bytes waiting for it reached
+    ``max_record_backlog_bytes``: new inference requests get a 503 with Retry-After (their
+    caller retries; nothing is recorded or sent upstream) rather than the queue growing
+    without bound. Back-pressure, not dropping: every exchange already admitted is kept."""
+
+    def __init__(self, backlog: int, limit: int) -> None:
+        mib = 1024 * 1024
+        super().__init__(
+            f"reef serve is not taking new requests: {backlog / mib:.0f} MiB of exchanges "
+            f"wait for the records store (max_record_backlog_bytes: {limit / mib:.0f} MiB)",
+            "check the records store: `reef doctor`; retry after the Retry-After seconds",
+        )
 
 
 def _weight(item: Exchange | _Open | None) -> int:
@@ -288,11 +314,18 @@ class Recorder:
         linger: float = 0.01,
         journal_dir: Path | None = None,
         durable: bool = True,
+        max_backlog_bytes: int = MAX_BACKLOG_BYTES,
     ) -> None:
         self.store = store
         self.batch = batch
         self.linger = linger  # wait this long after the first item, to write in batches
-        self._queue: queue.Queue[tuple[int, Exchange | _Open | None]] = queue.Queue()
+        self.max_backlog_bytes = max_backlog_bytes
+        # (sequence, item, its weight); the weights in and out are counted apart, each by
+        # one side, so reading the backlog is two loads and a subtraction, never a lock
+        self._queue: queue.Queue[tuple[int, Exchange | _Open | None, int]] = queue.Queue()
+        self._put_lock = threading.Lock()  # producers: the event loop, trial gateways
+        self._bytes_in = 0  # weight of everything queued (producers, under _put_lock)
+        self._bytes_out = 0  # weight of everything written or given up (writer thread)
         self._thread = threading.Thread(target=self._run, name="reef-recorder", daemon=True)
         self._stopped = False
         self._seq = itertools.count(1)
@@ -353,13 +386,29 @@ class Recorder:
         self._put(exchange)
 
     def _put(self, item: Exchange | _Open) -> None:
-        seq = next(self._seq)
-        self._queued_seq = seq
-        self._queue.put((seq, item))
+        weight = _weight(item)
+        with self._put_lock:
+            seq = next(self._seq)
+            self._queued_seq = seq
+            self._bytes_in += weight
+            self._queue.put((seq, item, weight))
 
     @property
     def pending(self) -> int:
         return self._queue.unfinished_tasks
+
+    @property
+    def backlog_bytes(self) -> int:
+        """Bytes of requests and answers queued or being written, not yet stored."""
+        return self._bytes_in - self._bytes_out
+
+    @property
+    def full(self) -> bool:
+        """The backlog reached its bound: refuse new requests (O(1), on the hot path)."""
+        return self._bytes_in - self._bytes_out >= self.max_backlog_bytes
+
+    def refusal(self) -> RecordBacklogFull:
+        return RecordBacklogFull(self.backlog_bytes, self.max_backlog_bytes)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every exchange queued before this call is stored (or ``timeout``
@@ -378,7 +427,7 @@ class Recorder:
         self._stopped = True
         if not self._thread.is_alive():
             return
-        self._queue.put((0, None))
+        self._queue.put((0, None, 0))
         self._thread.join(timeout)
 
     # ------------------------------------------------------------ replay
@@ -460,39 +509,43 @@ class Recorder:
             if first[1] is not None and self.linger:
                 time.sleep(self.linger)  # releases the GIL; one commit for many records
             items = [first]
-            size = _weight(first[1])
+            size = first[2]
             while len(items) < self.batch and size < BATCH_BYTES:  # many, or large: write
                 try:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-                size += _weight(items[-1][1])
-            work = [item for _seq, item in items if item is not None]
+                size += items[-1][2]
+            work = [item for _seq, item, _w in items if item is not None]
             try:
                 self._write(work)
             finally:
-                for seq, _item in items:
+                for seq, _item, _w in items:
                     if seq:
                         self._done_seq = seq
                     self._queue.task_done()
+                self._bytes_out += size  # stored (or counted failed): off the backlog
             if self.journal is not None:
                 self.journal.maintain()
-            stopping = any(item is None for _seq, item in items)
+            stopping = any(item is None for _seq, item, _w in items)
             del first, items, work  # the batch's answers go now, not when the next one comes
             if stopping:
                 # drain whatever arrived after the stop marker
                 rest: list[Exchange | _Open] = []
                 last = 0
+                weight = 0
                 while True:
                     try:
-                        seq, extra = self._queue.get_nowait()
+                        seq, extra, w = self._queue.get_nowait()
                     except queue.Empty:
                         break
                     if extra is not None:
                         rest.append(extra)
                     last = max(last, seq)
+                    weight += w
                     self._queue.task_done()
                 self._write(rest)
+                self._bytes_out += weight
                 if last:
                     self._done_seq = last
                 if self.journal is not None:
