@@ -279,6 +279,10 @@ MAX_BACKLOG_BYTES = 256 * 1024 * 1024  # serve.yaml max_record_backlog_bytes
 RETRY_AFTER_S = 5  # what a refused caller is told to wait
 
 
+def _mib(size: int) -> str:
+    return f"{round(size / (1024 * 1024), 1):g}"
+
+
 class RecordBacklogFull(ServeError):
     """The records store has fallen so far behind that the bytes waiting for it reached
     ``max_record_backlog_bytes``: new inference requests get a 503 with Retry-After (their
@@ -286,10 +290,9 @@ class RecordBacklogFull(ServeError):
     without bound. Back-pressure, not dropping: every exchange already admitted is kept."""
 
     def __init__(self, backlog: int, limit: int) -> None:
-        mib = 1024 * 1024
         super().__init__(
-            f"reef serve is not taking new requests: {backlog / mib:.0f} MiB of exchanges "
-            f"wait for the records store (max_record_backlog_bytes: {limit / mib:.0f} MiB)",
+            f"reef serve is not taking new requests: {_mib(backlog)} MiB of exchanges wait "
+            f"for the records store (max_record_backlog_bytes: {_mib(limit)} MiB)",
             "check the records store: `reef doctor`; retry after the Retry-After seconds",
         )
 

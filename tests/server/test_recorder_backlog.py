@@ -78,7 +78,7 @@ def test_a_stalled_store_bounds_the_backlog_and_loses_nothing(make_stack, stream
                 break
             admitted.append(r.headers[RECORD_HEADER])
         assert refused is not None, "the backlog never reached its bound"
-        _refused(refused, path)
+        assert "(max_record_backlog_bytes: 0.5 MiB)" in _refused(refused, path)
         backlog = recorder.backlog_bytes
         one = backlog / len(admitted)
         assert BOUND <= backlog < BOUND + 2 * one, (backlog, one)  # stopped at the bound
