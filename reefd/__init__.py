@@ -1,1 +1,2 @@
-"""reefd: see DESIGN.md §2."""
+"""reefd: the optional GPU weight daemon: engines, weight sync, trainers and weight
+recipes behind Reef's proxy (docs/reefd.md, docs/architecture.md)."""

@@ -19,7 +19,7 @@ app = typer.Typer(
     name="reefd",
     cls=ReefGroup,
     help="reefd: train the served model from scored records and hot-swap its weights behind "
-    "Reef's proxy (DESIGN §10).",
+    "Reef's proxy (docs/reefd.md).",
     no_args_is_help=True,
     rich_markup_mode=None,
     add_completion=False,

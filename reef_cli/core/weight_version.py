@@ -1,4 +1,4 @@
-"""Which weights the engine behind the proxy serves, for reefd (DESIGN §10).
+"""Which weights the engine behind the proxy serves, for reefd (docs/reefd.md).
 
 reefd owns one ``WeightVersion`` and hands it to the proxy. The proxy reads a snapshot
 when a request comes (``at_start``) and asks ``note_since`` when it ends: a record that

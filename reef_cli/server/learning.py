@@ -1,5 +1,5 @@
 """The live loop: `reef serve` runs a recipe in the background once a scenario has
-``batch_size`` eligible scored sessions (DESIGN §8, "Live loop").
+``batch_size`` eligible scored sessions (docs/live-loop.md).
 
 A daemon thread, started and stopped with the app, wakes every ``poll_s`` and checks
 each learning scenario: it settles the run it started last (the job's end), counts the

@@ -1,4 +1,4 @@
-"""Weight recipes: which records train the weights, and with what advantage (DESIGN §10).
+"""Weight recipes: which records train the weights, and with what advantage (docs/reefd.md).
 
 ``recipe_named("sao", batch_size=8, max_staleness=2)`` builds one by name; the modules are
 imported only then (none of them imports torch).

@@ -1,1 +1,1 @@
-"""Weight sync: moving trained weights into a running engine with no restart (DESIGN §10)."""
+"""Weight sync: moving trained weights into a running engine with no restart (docs/reefd.md)."""
