@@ -102,7 +102,7 @@ class Daemon:
         from reefd._torch import require
         from reefd.engine.client import EngineClient
         from reefd.recipes import recipe_named
-        from reefd.sync.base import make_sync
+        from reefd.sync.factory import make_sync
         from reefd.weights import WeightChain
 
         require("torch")

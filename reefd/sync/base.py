@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reef_cli.core.errors import ConfigError, EngineError, EngineInconsistent, ReefError
-from reefd.sync.buckets import DEFAULT_BUCKET_BYTES
-from reefd.sync.group import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from reefd.engine.client import EngineClient
@@ -54,45 +52,6 @@ class WeightSync(Protocol):
     def push(self, tensors: Mapping[str, Any], version: str) -> SyncStats: ...
 
     def close(self) -> None: ...
-
-
-def make_sync(
-    mode: str,
-    client: EngineClient,
-    *,
-    backend: str = "gloo",
-    bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-    work_dir: Path | str | None = None,
-    master_address: str = "127.0.0.1",
-    lora_config: Mapping[str, Any] | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-) -> WeightSync:
-    """The sync for ``mode``; disk and lora need ``work_dir`` (where the files go)."""
-    if mode == "dist":
-        from reefd.sync.dist import DistSync
-
-        return DistSync(
-            client,
-            backend=backend,
-            bucket_bytes=bucket_bytes,
-            master_address=master_address,
-            timeout=timeout,
-        )
-    if mode == "ipc":
-        from reefd.sync.ipc import IpcSync
-
-        return IpcSync(client, bucket_bytes=bucket_bytes)
-    if mode in ("disk", "lora"):
-        if work_dir is None:
-            raise ConfigError(f"weight sync {mode!r} needs a work directory for its files")
-        if mode == "disk":
-            from reefd.sync.disk import DiskSync
-
-            return DiskSync(client, work_dir=Path(work_dir))
-        from reefd.sync.lora import LoraSync
-
-        return LoraSync(client, work_dir=Path(work_dir), lora_config=lora_config)
-    raise ConfigError(f"unknown weight sync mode {mode!r}", f"use one of {', '.join(MODES)}")
 
 
 def reason(exc: BaseException) -> str:

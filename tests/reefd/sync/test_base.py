@@ -10,7 +10,8 @@ pytest.importorskip("torch")
 
 from reef_cli.core.errors import ConfigError
 from reefd.engine.client import EngineClient
-from reefd.sync.base import SyncStats, make_sync
+from reefd.sync.base import SyncStats
+from reefd.sync.factory import make_sync
 
 
 def test_modes(tmp_path: Path) -> None:
