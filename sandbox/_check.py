@@ -36,8 +36,8 @@ def _probe_run(allow_port: int | None = None) -> tuple[bool, str]:
     """Run a tiny command in the real sandbox; with a port, connect to it from inside."""
     import tempfile
 
-    from . import run
     from ._policy import Limits
+    from ._run import run
 
     with tempfile.TemporaryDirectory(prefix="reef-check-") as wd:
         os.chmod(wd, 0o755)
