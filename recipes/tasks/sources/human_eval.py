@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.tasks.model import SPLITS, Task, TaskSet
-from recipes.tasks.sources import check_sizes, require
+from recipes.tasks.sources.catalog import check_sizes, require
 from reef_cli.core.errors import TaskSetError
 
 PROBLEMS = 164

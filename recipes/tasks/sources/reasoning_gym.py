@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from recipes.tasks.model import SPLITS, Scorer, Task, TaskSet
-from recipes.tasks.sources import check_sizes, require
+from recipes.tasks.sources.catalog import check_sizes, require
 from reef_cli.core.errors import TaskSetError
 
 STRIDE = 10_000  # seeds per (dataset, split): more than a task set's 5000 tasks
