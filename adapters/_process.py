@@ -10,7 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
-from adapters.base import (
+from adapters.contract import (
     Exit,
     Gateway,
     HeadlessJob,
