@@ -243,11 +243,3 @@ def where_clause(*conditions: tuple[str, Any]) -> tuple[str, list[Any]]:
             args += [value] * fragment.count("?")
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
 
-
-def __getattr__(name: str) -> Any:
-    """``RecordStore``: the SQLite store's old name (``reef_cli.core.store.SQLiteStore``)."""
-    if name == "RecordStore":
-        from reef_cli.core.store.sqlite import SQLiteStore
-
-        return SQLiteStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -434,7 +434,8 @@ def test_parse_real_transcript_with_skill_and_tool_calls() -> None:
 
 
 def test_harvest_links_receipts_skips_empty_sessions_and_filters(tmp_path: Path) -> None:
-    from reef_cli.core.records import Record, RecordStore
+    from reef_cli.core.records import Record
+    from reef_cli.core.store.sqlite import SQLiteStore
 
     config_dir = tmp_path / "cfg"
     real = place(config_dir, "skill-and-bash.jsonl")
@@ -447,7 +448,7 @@ def test_harvest_links_receipts_skips_empty_sessions_and_filters(tmp_path: Path)
         '"message": {"role": "user", "content": "hi"}}\n'
         '{"type": "assistant", "message": {"id": "m1", "content": [{"type": "te'  # cut short
     )
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
     store.insert(
         Record(
             id="rec_1",

@@ -34,7 +34,8 @@ from adapters.codex import harvest as harvest_mod
 from reef_cli.core import scenarios
 from reef_cli.core.errors import TreeError
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
+from reef_cli.core.store.sqlite import SQLiteStore
 from tests.adapters.helpers import fake_agent, hook_output, release, snapshot, tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
@@ -582,7 +583,7 @@ def test_harvest_links_receipts_skips_blocked_and_filters(tmp_path: Path) -> Non
         '"role":"user","content":[{"type":"input_text","text":"hi"}]}}\n'
         '{"timestamp":"2026-12-02T10:00:02Z","type":"response_item","payload":{"ty'  # cut short
     )
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
 
     def rec(rid: str, when: str, session: str | None, request: Any) -> Record:
         return Record(

@@ -294,12 +294,13 @@ def fixture_store(folder: Path) -> Path:
 
 
 def test_harvest_reads_reefs_sessions_from_the_store(tmp_path: Path) -> None:
-    from reef_cli.core.records import Record, RecordStore
+    from reef_cli.core.records import Record
+    from reef_cli.core.store.sqlite import SQLiteStore
 
     target = tmp_path / "cfg"
     target.mkdir()
     fixture_store(target)
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
     first, second = "ses_dcd61df66ffeS1ALicw7kNq8mq", "ses_dcd61d1beffet2QLxqj5ILXW3M"
     # one record under opencode's own session id, one under a headless run's Reef id
     for rid, sid in (("rec_1", first), ("rec_2", "reef-run-2"), ("rec_x", "someone-else")):

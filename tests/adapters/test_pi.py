@@ -387,7 +387,8 @@ def test_harvest_follows_the_leaf_branch() -> None:
 def test_harvest_dir_since_and_record_links(
     tmp_path: Path, reef_home: Path, adapter: PiAdapter
 ) -> None:
-    from reef_cli.core.records import Record, RecordStore
+    from reef_cli.core.records import Record
+    from reef_cli.core.store.sqlite import SQLiteStore
 
     folder = tmp_path / "agent" / "sessions" / "--tmp-work--"
     folder.mkdir(parents=True)
@@ -398,7 +399,7 @@ def test_harvest_dir_since_and_record_links(
     assert len(sessions) == 2
     first = sessions[0]
     assert isinstance(first, PiSession)
-    store = RecordStore()
+    store = SQLiteStore()
     store.insert(
         Record("rec_fromstore", "e2e", "openai", "openai", session_id=first.reef_session_id)
     )

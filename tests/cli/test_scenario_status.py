@@ -8,8 +8,8 @@ from pathlib import Path
 
 from reef_cli.core import jobs, scenarios
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import ReportIn, save_report
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server.config import LearningConfig
 from reef_cli.server.learning import LiveLoop
 from tests.cli.helpers import reef, reef_fails, reef_json
@@ -18,7 +18,7 @@ from tests.fakes.records import chat_answer, chat_record
 
 
 def seed(scenario: str, session: str, score: float | None, release: int = 1) -> str:
-    store = RecordStore()
+    store = SQLiteStore()
     record = chat_record(
         scenario,
         {"messages": [{"role": "user", "content": f"{session}: fix the bug"}]},
@@ -65,7 +65,7 @@ def test_after_a_check_it_shows_the_run_the_counts_and_the_next_trigger(
         seed("demo", name, 1.0)
     config = LearningConfig(recipe="skillclaw", batch_size=2, min_interval_s=3600)
     runner = KeptJobs()
-    loop = LiveLoop(config, RecordStore(), runner)
+    loop = LiveLoop(config, SQLiteStore(), runner)
     state = loop.check("demo")  # one poll, run here: no thread, no clock
     [job] = runner.jobs
     assert state.last_run is not None and state.last_run.job == job.id
@@ -102,7 +102,7 @@ def test_max_staleness_from_the_last_check_applies_to_the_fresh_count() -> None:
     seed("demo", "old", 1.0, release=1)  # 4 - 1 = 3 > 1
     seed("demo", "new", 1.0, release=4)
     loop = LiveLoop(
-        LearningConfig(recipe="gepa", max_staleness=1, batch_size=5), RecordStore(), KeptJobs()
+        LearningConfig(recipe="gepa", max_staleness=1, batch_size=5), SQLiteStore(), KeptJobs()
     )
     loop.check("demo")
     data = reef_json("scenario", "status", "demo")

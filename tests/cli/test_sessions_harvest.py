@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from reef_cli.core import installs
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
+from reef_cli.core.store.sqlite import SQLiteStore
 from tests.cli.helpers import reef, reef_fails, reef_json
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -37,7 +38,7 @@ def _cc_target(root: Path) -> Path:
 
 
 def _store_pi_records() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     try:
         for i, rid in enumerate(PI_RECEIPTS):
             store.insert(
@@ -64,7 +65,7 @@ def test_harvest_pi_target_links_records_and_shows_the_transcript(tmp_path: Path
     out = reef("sessions", "harvest", "--adapter", "pi", "--target", str(target))
     assert out.strip() == "stored 1 session(s) from 1 folder(s); 1 link to records"
 
-    store = RecordStore()
+    store = SQLiteStore()
     [row] = store.harvested()
     assert (row.agent, row.session_id, row.record_session_id) == ("pi", PI_ID, PI_REEF_SESSION)
     assert [t["role"] for t in row.turns] == ["user", "assistant", "tool", "assistant"]
@@ -114,7 +115,7 @@ def test_harvest_without_target_reads_ledger_and_wrapper_dirs(
     assert sorted(t["adapter"] for t in data["targets"]) == ["claude-code", "pi"]
     assert all(t["error"] is None for t in data["targets"])
 
-    rows = {(h.agent, h.session_id): h for h in RecordStore().harvested()}
+    rows = {(h.agent, h.session_id): h for h in SQLiteStore().harvested()}
     assert set(rows) == {("pi", PI_ID), ("claude-code", CC_ID)}
     assert rows[("claude-code", CC_ID)].skills_used == ["write-tests"]
     assert rows[("claude-code", CC_ID)].record_session_id == CC_ID
@@ -137,7 +138,7 @@ def test_harvest_without_target_reads_ledger_and_wrapper_dirs(
 def test_harvest_guesses_the_adapter_from_the_folder(tmp_path: Path) -> None:
     out = reef("sessions", "harvest", "--target", str(_cc_target(tmp_path / "claude")))
     assert out.startswith("stored 1 session(s)")
-    assert [h.agent for h in RecordStore().harvested()] == ["claude-code"]
+    assert [h.agent for h in SQLiteStore().harvested()] == ["claude-code"]
 
 
 def test_corrupt_transcript_lines_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -147,7 +148,7 @@ def test_corrupt_transcript_lines_are_skipped_and_counted(tmp_path: Path) -> Non
         "stored 1 session(s) from 1 folder(s); 0 link to records; "
         "skipped 2 unreadable transcript line(s)"
     )
-    [row] = RecordStore().harvested()
+    [row] = SQLiteStore().harvested()
     assert len(row.turns) == 4 and row.receipts == PI_RECEIPTS
 
 
@@ -161,7 +162,7 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     assert "not an ISO date" in reef_fails("sessions", "harvest", "--since", "yesterday")
     assert "no records or transcript" in reef_fails("sessions", "show", "nope")
     # Nothing was written by any of these.
-    assert RecordStore().harvested() == []
+    assert SQLiteStore().harvested() == []
 
 
 def test_nothing_installed_is_not_an_error() -> None:

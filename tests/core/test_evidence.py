@@ -19,8 +19,9 @@ from reef_cli.core.evidence import (
     collect,
     eligibility,
 )
-from reef_cli.core.records import HarvestedSession, Record, RecordStore, new_receipt
+from reef_cli.core.records import HarvestedSession, Record, new_receipt
 from reef_cli.core.reports import ReportIn, save_report
+from reef_cli.core.store.sqlite import SQLiteStore
 from tests.fakes.records import chat_answer, chat_record
 
 RNG = random.Random(20250611)
@@ -63,7 +64,7 @@ def record(
     )
 
 
-def report(store: RecordStore, *receipts: str, score: float | None, feedback: Any = None) -> str:
+def report(store: SQLiteStore, *receipts: str, score: float | None, feedback: Any = None) -> str:
     saved = save_report(
         store, ReportIn(score=score, feedback=feedback, references=list(receipts)), None
     )
@@ -75,7 +76,7 @@ def by_key(sessions: list[SessionEvidence]) -> dict[str, SessionEvidence]:
 
 
 def test_records_group_by_session_id_and_a_record_without_one_stands_alone() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     first = record(session="s-1", ask="add a retry to the client", answer="Added a retry.")
     # an agent's tool round trip repeats the last user message: not a new turn
     again = record(session="s-1", ask="add a retry to the client", answer="Ran the tests.")
@@ -97,7 +98,7 @@ def test_records_group_by_session_id_and_a_record_without_one_stands_alone() -> 
 
 
 def test_reports_join_their_session_by_receipt() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     a1, a2 = record(session="a"), record(session="a", ask="now the docs")
     b = record(session="b")
     store.insert_many([a1, a2, b])
@@ -113,7 +114,7 @@ def test_reports_join_their_session_by_receipt() -> None:
 
 
 def test_a_harvested_transcript_is_preferred_to_the_records() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     rec = record(session="reef-7", ask="from the records", answer="record answer")
     store.insert_many([rec])
     store.upsert_harvested(
@@ -143,7 +144,7 @@ def test_a_harvested_transcript_is_preferred_to_the_records() -> None:
 
 
 def test_credential_turns_and_feedback_are_withheld_before_anyone_sees_them() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     key, other = planted_key(), planted_key()
     rec = record(session="k", ask=f"use the key {key} to call the API", answer="Done.")
     # a key right at the cut: scanning only the first MAX_TURN_CHARS would keep its head
@@ -159,7 +160,7 @@ def test_credential_turns_and_feedback_are_withheld_before_anyone_sees_them() ->
 
 
 def test_the_fingerprint_changes_when_a_session_grows_or_a_report_arrives() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     first = record(session="g")
     store.insert_many([first])
     before = collect(store, "demo")[0].fingerprint
@@ -172,7 +173,7 @@ def test_the_fingerprint_changes_when_a_session_grows_or_a_report_arrives() -> N
 
 
 def test_the_mark_skips_what_was_consumed_until_it_grows() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     store.insert_many([record(session="m")])
     harvest = HarvestedSession(
         agent="pi",
@@ -204,7 +205,7 @@ def test_the_mark_skips_what_was_consumed_until_it_grows() -> None:
 
 
 def test_eligibility_counts_fresh_scored_sessions_and_names_the_stale_and_unscored() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     fresh, stale, old_ok = record(release=5), record(release=2), record(release=4)
     unscored, consumed = record(release=5), record(release=5)
     store.insert_many([fresh, stale, old_ok, unscored, consumed])
@@ -224,7 +225,7 @@ def test_eligibility_counts_fresh_scored_sessions_and_names_the_stale_and_unscor
 
 
 def test_another_scenarios_records_reports_and_transcripts_are_never_read() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     mine = record(session="shared", ask="mine")
     theirs = record("other", session="shared", ask="THEIR SECRET PLAN")
     store.insert_many([mine, theirs, record("other", ask="THEIRS ALONE")])
@@ -249,7 +250,7 @@ def test_another_scenarios_records_reports_and_transcripts_are_never_read() -> N
 
 
 def test_streaming_records_wait_and_responses_api_turns_are_read() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     done = Record(
         id=new_receipt(),
         scenario="demo",

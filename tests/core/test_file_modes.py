@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from reef_cli.core import paths
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
+from reef_cli.core.store.sqlite import SQLiteStore
 
 
 def mode(path: Path) -> int:
@@ -95,7 +96,7 @@ def test_loose_state_dir_is_tightened_at_start(
 
 
 def test_records_database_and_its_wal_are_0600(home: Path) -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     store.insert(Record("rec_" + "a" * 24, "web", "openai", "openai"))
     db = home / "records.sqlite3"
     names = sorted(p.name for p in home.iterdir())
@@ -106,7 +107,7 @@ def test_records_database_and_its_wal_are_0600(home: Path) -> None:
 
 def test_records_database_elsewhere_is_private_too(tmp_path: Path, person_umask: int) -> None:
     path = tmp_path / "elsewhere" / "db" / "records.sqlite3"
-    RecordStore(path).insert(Record("rec_" + "b" * 24, "web", "openai", "openai"))
+    SQLiteStore(path).insert(Record("rec_" + "b" * 24, "web", "openai", "openai"))
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reef_cli.core.records import Record, RecordStore, new_receipt
+from reef_cli.core.records import Record, new_receipt
 from reef_cli.core.reports import (
     ReportConflict,
     ReportInvalid,
@@ -12,11 +12,12 @@ from reef_cli.core.reports import (
     parse_report,
     save_report,
 )
+from reef_cli.core.store.sqlite import SQLiteStore
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = RecordStore(tmp_path / "r.sqlite3")
+    s = SQLiteStore(tmp_path / "r.sqlite3")
     return s
 
 

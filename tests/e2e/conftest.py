@@ -64,10 +64,10 @@ class ReefServer:
 
     def records(self, **filters: Any) -> list[Any]:
         """Stored records, oldest first, after waiting for the recorder to catch up."""
-        from reef_cli.core.records import RecordStore
+        from reef_cli.core.store.sqlite import SQLiteStore
 
         assert self.app.state.recorder.flush(10), "the recorder did not catch up"
-        store = RecordStore()
+        store = SQLiteStore()
         try:
             return store.list(limit=None, oldest_first=True, **filters)
         finally:

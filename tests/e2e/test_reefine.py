@@ -20,7 +20,7 @@ from recipes import engine
 from reef_cli.core import agents, quality, scenarios
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import starter_tree
 from tests.e2e import agent_rig
 from tests.fakes.scripted import Scripted, draft_json
@@ -61,7 +61,7 @@ def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adap
         if MARKER in json.dumps(e.body) and "response_format" not in e.body
     ]
     assert agent_requests, "the rule text never reached the model"
-    records = RecordStore().list(session_id=trial["session_id"], limit=None)
+    records = SQLiteStore().list(session_id=trial["session_id"], limit=None)
     assert {r.id for r in records} == set(trial["receipts"])
     assert all(r.scenario == "demo" for r in records)
     [found] = trial["found"]
@@ -141,7 +141,7 @@ def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
         assert meta["agent"]["name"] == adapter and meta["trial"]["receipts"]
         # the stored request of the agent's own call shows the change it was given
         [found] = meta["trial"]["found"]
-        record = RecordStore().get(found["receipt"])
+        record = SQLiteStore().get(found["receipt"])
         assert MARKER in json.dumps(record.request)
         assert found["in"] == WHERE_RULES_GO[adapter]
     finally:
@@ -176,7 +176,7 @@ def test_reef_evolve_adapter_codex_publishes_a_release_whose_trial_names_codex(
     assert meta["agent"]["name"] == "codex" and meta["agent"]["version"].startswith("0.")
     assert meta["trial"]["agent"] == "codex" and meta["trial"]["sandbox"] == "bwrap"
     assert meta["trial"]["loaded"] is True
-    records = RecordStore().list(session_id=meta["trial"]["session_id"], limit=None)
+    records = SQLiteStore().list(session_id=meta["trial"]["session_id"], limit=None)
     assert records and {r.client_dialect for r in records} == {"responses"}
 
 

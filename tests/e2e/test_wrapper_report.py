@@ -26,8 +26,8 @@ from adapters.pi import PiAdapter
 from adapters.pi.headless import QUIET_ENV
 from reef_cli.core import serve_process
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import list_reports
+from reef_cli.core.store.sqlite import SQLiteStore
 from tests.e2e import agent_rig
 from tests.e2e.conftest import RULE_R1, FakeModel, tree_files
 from tests.fakes.upstream import Turn
@@ -137,7 +137,7 @@ def test_reef_pi_report_scores_the_last_session(
     assert earlier.reef_session_id and last.reef_session_id
     assert earlier.reef_session_id != last.reef_session_id
 
-    store = RecordStore()
+    store = SQLiteStore()
     try:
         records = store.list(limit=None, oldest_first=True)
         mine = [r.id for r in records if r.session_id == last.reef_session_id]
@@ -171,7 +171,7 @@ def test_reef_pi_report_scores_the_last_session(
     assert more.returncode == 0, more.stderr
     added = re.fullmatch(r"report (rep_\w+) stored for 1 receipt\(s\)", more.stdout.strip())
     assert added and added[1] != report.id
-    store = RecordStore()
+    store = SQLiteStore()
     try:
         scores = sorted(r.score for r in list_reports(store, scenario=SCENARIO))
     finally:
@@ -214,7 +214,7 @@ def test_reef_claude_answers_from_a_fresh_state_dir_without_a_token(
     assert again.stdout.strip() == "Still r1."
     target = reef_home / "agents" / f"claude-code-{SCENARIO}"
     assert ClaudeCodeAdapter().installed(target)["release"] == 1  # type: ignore[index]
-    store = RecordStore()
+    store = SQLiteStore()
     try:
         records = store.list(limit=None, oldest_first=True)
     finally:
@@ -268,7 +268,7 @@ def test_the_newer_wrappers_run_report_and_say_an_update_waits(
     else:  # the hook's notice reaches the model with the session's first request
         sent = json.dumps(fake_model.inference()[-1].body, ensure_ascii=False)
         assert "Reef r1 installed — r2 available ($versions 2 install)" in sent
-    records = RecordStore().list(scenario=SCENARIO, limit=None, oldest_first=True)
+    records = SQLiteStore().list(scenario=SCENARIO, limit=None, oldest_first=True)
     assert [r.release_id for r in records][-1] == 1  # the session still runs the installed r1
     sessions = {r.session_id for r in records}
     assert len(sessions) == 2 and None not in sessions
@@ -277,7 +277,7 @@ def test_the_newer_wrappers_run_report_and_say_an_update_waits(
     assert reported.returncode == 0, reported.stderr
     found = re.fullmatch(r"report (rep_\w+) stored for (\d+) receipt\(s\)", reported.stdout.strip())
     assert found, reported.stdout
-    store = RecordStore()
+    store = SQLiteStore()
     try:
         [report] = list_reports(store, scenario=SCENARIO)
     finally:

@@ -18,7 +18,7 @@ import yaml
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.weight_version import INCONSISTENT
 from reefd import state
 from reefd.config import parse
@@ -124,7 +124,7 @@ def _scored_batch(d: Daemon, n: int = 16, seed: int = 1000) -> int:
 
 def _record(d: Daemon, receipt: str) -> Any:
     assert d.flush_records()
-    return RecordStore().get(receipt)
+    return SQLiteStore().get(receipt)
 
 
 def test_scored_reports_train_gate_publish_and_swap_with_no_restart(own_daemon: Daemon) -> None:

@@ -175,7 +175,7 @@ def _reward_runner_up(d: Daemon, prompts: list[str], close: dict[str, str], want
 
 
 def _record(d: Daemon, receipt: str) -> Any:
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store.sqlite import SQLiteStore
 
     assert d.flush_records()
-    return RecordStore().get(receipt)
+    return SQLiteStore().get(receipt)

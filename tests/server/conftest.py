@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tokens import ScopedToken, TokenSet, digest
 from reef_cli.server.app import create_app
 from reef_cli.server.config import ServeConfig
@@ -30,8 +30,8 @@ class Stack:
     def url(self) -> str:
         return self.reef.url
 
-    def store(self) -> RecordStore:
-        return RecordStore(self.home / "records.sqlite3")
+    def store(self) -> SQLiteStore:
+        return SQLiteStore(self.home / "records.sqlite3")
 
     def flush(self) -> None:
         assert self.app.state.recorder.flush(10)

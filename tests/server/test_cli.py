@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from reef_cli.cli import records, report, serve, sessions, token
 from reef_cli.core.errors import ReefError, ServeError
-from reef_cli.core.records import Record, RecordStore, db_path, new_receipt
+from reef_cli.core.records import Record, db_path, new_receipt
+from reef_cli.core.store.sqlite import SQLiteStore
 
 
 def _app() -> typer.Typer:
@@ -40,7 +41,7 @@ def test_cli_modules_import_only_typer():
 
 
 def test_records_sessions_report(home):
-    store = RecordStore(db_path())
+    store = SQLiteStore(db_path())
     rid = new_receipt()
     store.insert(
         Record(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server.receipts import RECORD_HEADER
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream, Turn
@@ -137,7 +137,7 @@ def test_sigkill_under_load_loses_no_received_receipt(tmp_path: Path) -> None:
 
         proc, port = _start(home, up.url + "/v1")  # restart: replays the journal
         try:
-            store = RecordStore(home / "records.sqlite3")
+            store = SQLiteStore(home / "records.sqlite3")
             states = store.states(list(seen))
             missing = sorted(set(seen) - set(states))
             assert not missing, f"{len(missing)} received receipt(s) without a record"

@@ -7,8 +7,8 @@ import random
 
 import httpx
 
-from reef_cli.core.records import RecordStore
 from reef_cli.core.reports import list_reports
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server.receipts import RECORD_HEADER
 from tests.fakes.upstream import FakeUpstream, Turn
 from tests.server.conftest import TOKEN
@@ -73,7 +73,7 @@ def test_fault_storm(make_stack):
         json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
     ).status_code in (200, 500, 502, 504)
     stack.reef.stop()  # shutdown flushes the recorder
-    store = RecordStore(stack.home / "records.sqlite3")
+    store = SQLiteStore(stack.home / "records.sqlite3")
     found = store.exists(receipts)
     assert len(receipts) == 200 and set(found) == set(receipts)
     statuses = {store.get(r).status for r in receipts}

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
 from reef_cli.core.reports import list_reports
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server import journal
 from reef_cli.server.receipts import RECORD_HEADER
 from reef_cli.server.recorder import Exchange, Recorder
@@ -57,7 +58,7 @@ def _die(rec: Recorder) -> None:
 
 
 def test_replay_restores_what_the_client_was_sent(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
     dead = Recorder(store)  # never started: nothing reaches SQLite, as if killed at once
     whole = _ex("rec_" + "a" * 24)
     whole.status, whole.body = 200, ANSWER
@@ -73,7 +74,7 @@ def test_replay_restores_what_the_client_was_sent(tmp_path: Path) -> None:
     dead.chunk(cut, _chunk("partial "))
     _die(dead)
 
-    fresh = Recorder(RecordStore(tmp_path / "records.sqlite3"))
+    fresh = Recorder(SQLiteStore(tmp_path / "records.sqlite3"))
     assert fresh.replay() == 3
     a = store.get(whole.id)
     assert (a.state, a.status, a.output_tokens, a.release_id) == ("complete", 200, 1, 2)
@@ -88,7 +89,7 @@ def test_replay_restores_what_the_client_was_sent(tmp_path: Path) -> None:
 
 
 def test_replay_never_downgrades_and_skips_stored_records(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
     dead = Recorder(store)
     ex = _ex("rec_" + "d" * 24)
     dead.open_stream(ex)
@@ -119,7 +120,7 @@ def test_replay_never_downgrades_and_skips_stored_records(tmp_path: Path) -> Non
 
 
 def test_a_torn_tail_is_ignored_and_live_segments_are_left_alone(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
     live = Recorder(store)
     mine = _ex("rec_" + "e" * 24)
     mine.status, mine.body = 200, ANSWER
@@ -135,7 +136,7 @@ def test_a_torn_tail_is_ignored_and_live_segments_are_left_alone(tmp_path: Path)
 
 def test_segments_rotate_and_are_removed_once_stored(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(journal, "SEGMENT_BYTES", 2048)
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
     rec = Recorder(store, linger=0)
     rec.start()
     ids = []
@@ -151,7 +152,7 @@ def test_segments_rotate_and_are_removed_once_stored(tmp_path: Path, monkeypatch
 
 
 def test_flush_waits_only_for_what_was_queued_before(tmp_path: Path) -> None:
-    rec = Recorder(RecordStore(tmp_path / "records.sqlite3"), linger=0.05)
+    rec = Recorder(SQLiteStore(tmp_path / "records.sqlite3"), linger=0.05)
     rec.start()
     ex = _ex("rec_" + "f" * 24)
     ex.status, ex.body = 200, ANSWER

@@ -10,7 +10,7 @@ import sqlite3
 import tracemalloc
 from pathlib import Path
 
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server import journal
 from reef_cli.server.recorder import Exchange, Recorder
 
@@ -44,7 +44,7 @@ def _ex(i: int) -> Exchange:
 def _dead_journal(tmp_path: Path) -> dict[str, str]:
     """A journal left by a process that died before storing anything: whole answers,
     finished streams and streams cut off, interleaved. Returns receipt -> expected state."""
-    dead = Recorder(RecordStore(tmp_path / "records.sqlite3"))  # never started
+    dead = Recorder(SQLiteStore(tmp_path / "records.sqlite3"))  # never started
     expected: dict[str, str] = {}
     for i in range(EXCHANGES):
         ex = _ex(i)
@@ -76,7 +76,7 @@ def test_replay_holds_about_one_exchange_not_the_journal(tmp_path: Path) -> None
     total = sum(p.stat().st_size for p in segments)
     one = total / EXCHANGES
     assert len(segments) > 1 and total > 20 * 1024 * 1024  # several segments, ~24 MB
-    store = RecordStore(tmp_path / "records.sqlite3")
+    store = SQLiteStore(tmp_path / "records.sqlite3")
     fresh = Recorder(store)
     gc.collect()
     tracemalloc.start()
@@ -105,7 +105,7 @@ def test_a_segment_that_cannot_be_stored_is_kept_and_the_others_are_released(
     store refuses stays for the next start (its receipt must not be lost)."""
     monkeypatch.setattr(journal, "SEGMENT_BYTES", 1024)
     db = tmp_path / "records.sqlite3"
-    dead = Recorder(RecordStore(db))
+    dead = Recorder(SQLiteStore(db))
     ids = []
     for i in range(6):
         ex = _ex(i)
@@ -117,7 +117,7 @@ def test_a_segment_that_cannot_be_stored_is_kept_and_the_others_are_released(
         os.close(seg.fd)
     before = sorted((tmp_path / journal.DIR_NAME).glob("*.seg"))
     assert len(before) == 6  # one exchange per segment
-    store = RecordStore(db)
+    store = SQLiteStore(db)
     with sqlite3.connect(db) as conn:  # the real store refuses one row (a constraint)
         conn.execute(
             "CREATE TRIGGER refuse BEFORE INSERT ON records WHEN NEW.id = "

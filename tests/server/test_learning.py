@@ -25,7 +25,7 @@ import pytest
 from reef_cli.core import jobs, scenarios
 from reef_cli.core.errors import ServeError
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tokens import ScopedToken, TokenSet, digest
 from reef_cli.server.app import create_app
 from reef_cli.server.config import LearningConfig, ServeConfig, build, load_file, with_recipe
@@ -308,7 +308,7 @@ def test_a_replica_holding_the_scenarios_lock_holds_the_loop_back(live) -> None:
     first_release("shop")
     runner = Recording(end=None)
     stack = live(runner, min_interval_s=0)
-    other = RecordStore()  # another process's handle on the same store
+    other = SQLiteStore()  # another process's handle on the same store
     with other.exclusive("live-loop:shop") as held:
         assert held
         for name in ("a1", "a2", "a3"):

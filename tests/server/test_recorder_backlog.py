@@ -243,7 +243,7 @@ def test_a_real_reef_serve_stays_within_the_bound_while_its_store_is_locked(
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
-    from reef_cli.core.records import RecordStore
+    from reef_cli.core.store.sqlite import SQLiteStore
 
-    states = RecordStore(home / "records.sqlite3").states(admitted)
+    states = SQLiteStore(home / "records.sqlite3").states(admitted)
     assert set(states) == set(admitted) and set(states.values()) == {"complete"}

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from reef_cli.core.records import Record, RecordStore, new_receipt
+from reef_cli.core.records import Record, new_receipt
 from reef_cli.core.store.postgres import PostgresStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server import replicas
 
 
@@ -46,7 +47,7 @@ def test_what_never_lands_is_given_up_on(postgres_url, monkeypatch) -> None:
 
 @pytest.mark.parametrize("first", [{}, {"rec_x": "s"}])
 def test_sqlite_and_a_found_answer_are_read_once(first) -> None:
-    store = RecordStore()
+    store = SQLiteStore()
 
     def read() -> dict[str, str]:
         raise AssertionError("no second read")

@@ -3,12 +3,13 @@ may go; with none it does nothing; while another replica holds the lock it waits
 
 from __future__ import annotations
 
-from reef_cli.core.records import Record, RecordStore, new_receipt
+from reef_cli.core.records import Record, new_receipt
 from reef_cli.core.retention import LOCK_KEY
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server.retention_task import RetentionTask
 
 
-def old_and_new(store: RecordStore) -> tuple[Record, Record]:
+def old_and_new(store: SQLiteStore) -> tuple[Record, Record]:
     old = Record(new_receipt(), "s", "openai", "openai", created_at="2020-01-01T00:00:00.000000Z")
     new = Record(new_receipt(), "s", "openai", "openai")
     store.insert_many([old, new])
@@ -16,7 +17,7 @@ def old_and_new(store: RecordStore) -> tuple[Record, Record]:
 
 
 def test_no_budget_evicts_nothing() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     old_and_new(store)
     RetentionTask(store).run_once()
     assert store.count() == 2
@@ -24,10 +25,10 @@ def test_no_budget_evicts_nothing() -> None:
 
 def test_an_age_budget_evicts_the_old_records(monkeypatch) -> None:
     monkeypatch.setenv("REEF_RECORDS_MAX_AGE_DAYS", "30")
-    store = RecordStore()
+    store = SQLiteStore()
     _old, new = old_and_new(store)
     task = RetentionTask(store)
-    with RecordStore().exclusive(LOCK_KEY) as held:  # another replica is evicting
+    with SQLiteStore().exclusive(LOCK_KEY) as held:  # another replica is evicting
         assert held
         task.run_once()
     assert store.count() == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tokens import TokenSet
 from reef_cli.core.weight_version import INCONSISTENT, SPANNED_SWAP, WeightVersion
 from reef_cli.server.app import create_app
@@ -37,7 +37,7 @@ def served(home: Path) -> Iterator[tuple[FakeUpstream, WeightVersion, str, objec
 
 def _record(app: object, receipt: str) -> object:
     assert app.state.recorder.flush(10)  # type: ignore[attr-defined]
-    return RecordStore(app.state.store.path).get(receipt)  # type: ignore[attr-defined]
+    return SQLiteStore(app.state.store.path).get(receipt)  # type: ignore[attr-defined]
 
 
 def test_records_carry_the_version_served_at_request_start(served) -> None:

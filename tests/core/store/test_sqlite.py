@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from reef_cli.core.records import RawJSON, Record, RecordNotFound, RecordStore, new_receipt
-from reef_cli.core.store.sqlite import MIGRATIONS, connect
+from reef_cli.core.records import RawJSON, Record, RecordNotFound, new_receipt
+from reef_cli.core.store.sqlite import MIGRATIONS, SQLiteStore, connect
 
 
 def _rec(**kw) -> Record:
@@ -35,7 +35,7 @@ def test_migrations_are_named_and_applied_once(tmp_path):
 
 
 def test_insert_get_list_sessions(tmp_path):
-    store = RecordStore(tmp_path / "r.sqlite3")
+    store = SQLiteStore(tmp_path / "r.sqlite3")
     a = _rec(session_id="x", request={"model": "m"}, input_tokens=3, output_tokens=4)
     b = _rec(session_id="x", scenario="s", response=RawJSON('{"ok": true}'))
     c = _rec(scenario="other")
@@ -54,7 +54,7 @@ def test_insert_get_list_sessions(tmp_path):
 
 
 def test_a_failed_batch_leaves_no_partial_rows(tmp_path):
-    store = RecordStore(tmp_path / "r.sqlite3")
+    store = SQLiteStore(tmp_path / "r.sqlite3")
     good = _rec()
     bad = _rec(request={"x": object()})  # not JSON-serialisable: the batch fails whole
     with pytest.raises(TypeError):
@@ -102,13 +102,13 @@ def test_harvested_migration_upgrades_an_existing_database(tmp_path):
         "0005_weight_version_and_tokens",
         "0006_records_created_at",
     ]
-    store = RecordStore(path)
+    store = SQLiteStore(path)
     assert store.get("rec_old").scenario == "s"  # existing data untouched
     assert store.harvested() == []
 
 
 def test_upsert_harvested_replaces_by_agent_and_session(tmp_path):
-    store = RecordStore(tmp_path / "r.sqlite3")
+    store = SQLiteStore(tmp_path / "r.sqlite3")
     assert store.upsert_harvested([_harvested("a"), _harvested("b", agent="claude-code")]) == 2
     assert store.upsert_harvested([_harvested("a", skills_used=["t"], model="m")]) == 1
     # The same session id under another agent is another row.
@@ -130,7 +130,7 @@ def test_upsert_harvested_replaces_by_agent_and_session(tmp_path):
 
 
 def test_upsert_harvested_is_all_or_nothing(tmp_path):
-    store = RecordStore(tmp_path / "r.sqlite3")
+    store = SQLiteStore(tmp_path / "r.sqlite3")
     store.upsert_harvested([_harvested("a")])
     broken = _harvested("b", path=None)  # violates NOT NULL after "c" was written
     with pytest.raises(sqlite3.IntegrityError):
@@ -140,7 +140,7 @@ def test_upsert_harvested_is_all_or_nothing(tmp_path):
 
 
 def test_sessions_by_id(tmp_path):
-    store = RecordStore(tmp_path / "r.sqlite3")
+    store = SQLiteStore(tmp_path / "r.sqlite3")
     store.insert_many([_rec(session_id="x", input_tokens=2), _rec(session_id="y")])
     rows = store.sessions_by_id(["x", "nope"])
     assert [(r["session_id"], r["records"], r["input_tokens"]) for r in rows] == [("x", 1, 2)]

@@ -33,8 +33,9 @@ from reef_cli.core.evaluation import sign_test_minimum
 from reef_cli.core.evidence import Mark, SessionEvidence, Turn
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.records import HarvestedSession, RecordStore
+from reef_cli.core.records import HarvestedSession
 from reef_cli.core.reports import ReportIn, save_report
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import parse_files, starter_tree
 from tests.cli.helpers import runner
 from tests.fakes.records import chat_answer, chat_record
@@ -129,7 +130,7 @@ def seed_session(
     feedback: str | None = "you forgot to run the tests",
 ) -> list[str]:
     """One session: a record, its harvested transcript and a report; its receipts."""
-    store = RecordStore()
+    store = SQLiteStore()
     rec = chat_record(
         scenario,
         {"messages": [{"role": "user", "content": ask}]},
@@ -188,7 +189,7 @@ def improved() -> str:
 
 def mark_of(scenario: str = "demo") -> dict[str, str]:
     scenarios.get(scenario)
-    return Mark.load(RecordStore(), scenario, MARK_NAME).sessions
+    return Mark.load(SQLiteStore(), scenario, MARK_NAME).sessions
 
 
 def releases(scenario: str = "demo") -> list[int]:

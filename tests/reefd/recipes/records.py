@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
 from reef_cli.core.reports import ReportIn, save_report
+from reef_cli.core.store.sqlite import SQLiteStore
 from tests.fakes.records import chat_answer, chat_record
 
 SCENARIO = "weights"
@@ -20,7 +21,7 @@ def answer(text: str, finish: str = "stop") -> dict[str, Any]:
 
 
 def put(
-    store: RecordStore,
+    store: SQLiteStore,
     *,
     messages: list[dict[str, Any]] | None = None,
     reply: str = "a reply",
@@ -54,7 +55,7 @@ def put(
 
 
 def score(
-    store: RecordStore, value: float | None, *records: Record, feedback: str | None = None
+    store: SQLiteStore, value: float | None, *records: Record, feedback: str | None = None
 ) -> None:
     report = ReportIn(score=value, feedback=feedback, references=[r.id for r in records])
     save_report(store, report, SCENARIO)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reef_cli.core.errors import ConfigError
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.weight_version import INCONSISTENT, SPANNED_SWAP
 from reefd.recipes.eligibility import Counts, eligible, number
 from tests.reefd.recipes.records import SCENARIO, at, put
@@ -21,7 +21,7 @@ def test_number() -> None:
 
 
 def test_staleness_swaps_and_failures_are_dropped_and_counted() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     fresh = put(store, version="w4", at=at(1))
     two_behind = put(store, version="w2", at=at(2))
     put(store, version="w1", at=at(3))  # 3 behind w4: stale at max_staleness 2
@@ -45,7 +45,7 @@ def test_staleness_swaps_and_failures_are_dropped_and_counted() -> None:
 
 
 def test_max_staleness_zero_keeps_only_the_current_version() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     current = put(store, version="w3", at=at(1))
     put(store, version="w2", at=at(2))
     kept, counts = eligible(store.iter(scenario=SCENARIO), "w3", max_staleness=0)

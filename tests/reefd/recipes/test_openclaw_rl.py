@@ -11,7 +11,8 @@ import pytest
 
 from reef_cli.core.budget import Budget
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
+from reef_cli.core.store.sqlite import SQLiteStore
 from reefd.recipes import recipe_named
 from reefd.recipes.openclaw_rl import OpenClawRL, majority, next_state, turn_pairs
 from tests.fakes.scripted import Scripted
@@ -42,7 +43,7 @@ def _dead_judge() -> ModelClient:
 
 
 def _session(
-    store: RecordStore, session: str, start: int, turns: int, version: str = "base"
+    store: SQLiteStore, session: str, start: int, turns: int, version: str = "base"
 ) -> list[Record]:
     """A conversation of ``turns`` records; each request repeats the history before it."""
     history: list[dict[str, Any]] = [{"role": "user", "content": f"{session}: question 0"}]
@@ -78,7 +79,7 @@ def test_majority() -> None:
 
 
 def test_turn_pairs_follow_created_at() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     late = put(store, session="s", at=at(9))
     early = put(store, session="s", at=at(1))
     middle = put(store, session="s", at=at(5))
@@ -92,7 +93,7 @@ def test_turn_pairs_follow_created_at() -> None:
 
 
 def test_next_state_is_what_the_next_request_adds() -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     first, second = _session(store, "s", 1, 2)
     assert next_state(first, second) == "user: s: reaction to answer 0"
     rewritten = put(store, messages=[{"role": "user", "content": "start over"}], session="s")
@@ -100,7 +101,7 @@ def test_next_state_is_what_the_next_request_adds() -> None:
 
 
 def test_turns_judged_by_the_next_one_last_masked(scripted: Scripted, tokenizer: Any) -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     s1 = _session(store, "s1", 1, 3)
     (only,) = _session(store, "s2", 10, 1)
     scripted.push(vote(1), vote(1), vote(-1))  # s1 turn 0: majority +1
@@ -145,7 +146,7 @@ def test_turns_judged_by_the_next_one_last_masked(scripted: Scripted, tokenizer:
 
 
 def test_a_judge_outage_skips_the_session(tokenizer: Any) -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     turns = _session(store, "s", 1, 2, version="w3")
     stale = put(store, version="w0", session="t", at=at(20))
     recipe = OpenClawRL(_dead_judge(), votes=3, batch_size=1, max_staleness=2, tokenizer=tokenizer)
@@ -159,7 +160,7 @@ def test_a_judge_outage_skips_the_session(tokenizer: Any) -> None:
 def test_stale_turns_still_give_the_turn_before_its_next_state(
     scripted: Scripted, tokenizer: Any
 ) -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     first, second = _session(store, "s", 1, 2)
     store.insert(Record(**{**second.__dict__, "weight_version": "base"}))
     first_w = Record(**{**first.__dict__, "weight_version": "w3"})

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from reef_cli.core.errors import ConfigError
-from reef_cli.core.records import Record, RecordStore
+from reef_cli.core.records import Record
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server import assemble
 from tests.reefd.recipes.records import SCENARIO, answer, chat, put
 
@@ -112,7 +113,7 @@ def test_an_answer_that_stopped_ends_with_the_end_of_turn_token(tokenizer: Any) 
 def test_records_that_cannot_be_tokens(tokenizer: Any) -> None:
     from reefd.recipes.samples import engine_tokens, response_text, retokenize, tokens_of
 
-    store = RecordStore()
+    store = SQLiteStore()
     empty = put(store, reply="")
     assert retokenize(store.get(empty.id), tokenizer) is None
     anthropic = _record(chat(MESSAGES), answer("hi"), stream=True)

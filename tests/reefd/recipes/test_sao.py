@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reef_cli.core.records import RecordStore
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.weight_version import SPANNED_SWAP
 from reefd.recipes import recipe_named
 from reefd.recipes.sao import SAO, sao_advantages
@@ -37,7 +37,7 @@ def test_the_first_batch_starts_the_baseline_at_its_mean() -> None:
 
 
 def test_batch_takes_scored_eligible_records_oldest_first(tokenizer: Any) -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     engine_ids = {"prompt": [1, 2, 3], "response": [72, 105, 257]}
     first = put(
         store,
@@ -102,7 +102,7 @@ def test_batch_takes_scored_eligible_records_oldest_first(tokenizer: Any) -> Non
 
 
 def test_state_survives_a_restart(tokenizer: Any) -> None:
-    store = RecordStore()
+    store = SQLiteStore()
     a, b = put(store, reply="a", at=at(1)), put(store, reply="b", at=at(2))
     score(store, 1.0, a)
     score(store, 0.0, b)
