@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from reef_cli.core import paths
+from reef_cli.core import model_registry, paths
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import ConfigError
 from reef_cli.core.fsutil import atomic_write_text
@@ -75,10 +75,9 @@ class Settings(BaseModel):
     @field_validator("embedded_model")
     @classmethod
     def _known_model(cls, value: str | None) -> str | None:
-        from reef_cli.core import embedded
-
-        if value is not None and value not in embedded.REGISTRY:
-            raise ValueError(f"unknown embedded model; one of: {', '.join(embedded.REGISTRY)}")
+        if value is not None and value not in model_registry.REGISTRY:
+            names = ", ".join(model_registry.REGISTRY)
+            raise ValueError(f"unknown embedded model; one of: {names}")
         return value
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reef_cli.core import embedded, embedded_engine
+from reef_cli.core import embedded, embedded_engine, model_registry
 from reef_cli.core.config import load_settings
 from reef_cli.core.doctor import _embedded_model
 from reef_cli.core.embedded import ModelSpec, Part
@@ -67,6 +67,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, ModelSpec
         ),
     }
     monkeypatch.setattr(embedded, "REGISTRY", registry)
+    monkeypatch.setattr(model_registry, "REGISTRY", registry)  # what config validates by
     monkeypatch.setattr(embedded, "LITE", "fake-lite")
     monkeypatch.setattr(embedded, "LARGE", "fake-big")
     monkeypatch.setattr(embedded_engine, "_model", None)
