@@ -193,7 +193,7 @@ def _serve(
     # switch interval keeps it from holding up a response for the default 5 ms.
     sys.setswitchinterval(0.0002)
 
-    from reef_cli.core.store import url
+    from reef_cli.core.store import database_url, url
     from reef_cli.server.app import create_app
 
     accepted = token_set(config)
@@ -214,7 +214,7 @@ def _serve(
         f"reef serve: http://{config.host}:{config.port} -> {target}; auth: {auth}; "
         f"recording: {f'on ({app.state.store.url})' if config.record else 'off'}"
     )
-    configure_logging(upstream.key, url.password_of(url.database_url()))
+    configure_logging(upstream.key, url.password_of(database_url()))
     from reef_cli.server import memory
 
     memory.tune()  # freed answers go back to the system (memory.py says why)

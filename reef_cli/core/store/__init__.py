@@ -12,6 +12,7 @@ holds the queries both backends share.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,8 +27,8 @@ from reef_cli.core.store.base import (
     Store,
 )
 from reef_cli.core.store.url import (
+    ENV,
     POSTGRES_SCHEMES,
-    database_url,
     postgres_problem,
     scheme_of,
     shown_url,
@@ -49,6 +50,20 @@ __all__ = [
     "shared",
     "sqlite_store",
 ]
+
+
+def database_url(configured: str | None = None) -> str | None:
+    """The database to use: ``$REEF_DATABASE_URL``, else ``configured`` (serve.yaml's
+    ``database_url``), else the ``database_url`` setting; None means the SQLite default."""
+    from_env = os.environ.get(ENV, "").strip()
+    if from_env:
+        return from_env
+    if configured and configured.strip():
+        return configured.strip()
+    from reef_cli.core.config import load_settings
+
+    setting = load_settings().database_url
+    return setting.strip() if setting and setting.strip() else None
 
 
 def sqlite_store(path: Path | None = None) -> SQLiteStore:

@@ -1,27 +1,13 @@
-"""Which database the store lives in: ``REEF_DATABASE_URL``, ``database_url``, or none
-(the embedded SQLite file), and how a URL is shown (never with its password)."""
+"""What a database URL says: its scheme, the SQLite path it names, what makes it unusable,
+and how it is shown (never with its password). Text only: which URL is in use
+(``store.database_url``) reads the settings, which show a URL through ``shown_url``."""
 
 from __future__ import annotations
 
-import os
 from urllib.parse import urlsplit, urlunsplit
 
 ENV = "REEF_DATABASE_URL"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
-
-
-def database_url(configured: str | None = None) -> str | None:
-    """The database to use: ``$REEF_DATABASE_URL``, else ``configured`` (serve.yaml's
-    ``database_url``), else the ``database_url`` setting; None means the SQLite default."""
-    from_env = os.environ.get(ENV, "").strip()
-    if from_env:
-        return from_env
-    if configured and configured.strip():
-        return configured.strip()
-    from reef_cli.core.config import load_settings
-
-    setting = load_settings().database_url
-    return setting.strip() if setting and setting.strip() else None
 
 
 def sqlite_path(url: str) -> str | None:
