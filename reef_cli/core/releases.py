@@ -10,7 +10,7 @@ either no new release or a whole one. Tags ``r<N>`` are conveniences, repaired o
 the chain ref is the truth. The same mechanism holds reefd's weight releases: a ``Chain``
 on ``refs/reef/weights`` with tags ``w<N>`` (``WEIGHTS``), in the same repository.
 
-With a chain remote (``core/remotes.py``) a publish first fetches and catches up with the
+With a chain remote (``core/chain_remote.py``) a publish first fetches and catches up with the
 remote, then pushes the new release with a lease on the remote's chain ref, and moves the
 local ref only after the push landed: the remote's ref is then the compare-and-swap that
 decides a race between machines, and the loser rebuilds on the new head the same way.
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reef_cli.core import chain_remote
 from reef_cli.core.errors import ChainConflict, ChainCorrupt, ChainDiverged, ReleaseNotFound
 from reef_cli.core.tree import content_hash
 
@@ -285,11 +286,9 @@ class Chain:
         a race lost there (the push's lease failed) is retried the same way, and a chain
         that diverged from the remote's is a ``ChainDiverged`` at once.
         """
-        from reef_cli.core import remotes
-
         if META_FILE in files:
             raise ValueError(f"{META_FILE} is reserved for release metadata")
-        link = remotes.link(self)
+        link = chain_remote.link(self)
         for attempt in range(retries + 1):
             expect = link.catch_up() if link is not None else None
             old = self.head()
@@ -336,13 +335,11 @@ class Chain:
         """Move the ref to ``new`` when that only adds releases (the head is an ancestor of
         it), by compare-and-swap; False when the head holds ``new`` already. Anything else
         is a ``ChainDiverged``: history is never rewritten."""
-        from reef_cli.core.remotes import is_ancestor
-
         for attempt in range(50):
             old = self.head()
-            if old == new or (old is not None and is_ancestor(self.git_dir, new, old)):
+            if old == new or (old is not None and chain_remote.is_ancestor(self.git_dir, new, old)):
                 return False
-            if old is not None and not is_ancestor(self.git_dir, old, new):
+            if old is not None and not chain_remote.is_ancestor(self.git_dir, old, new):
                 raise ChainDiverged(
                     f"{self.git_dir}: {self.ref} moved to {old[:12]}, which {new[:12]} does "
                     "not build on; a pull never rewrites local history",
