@@ -17,7 +17,7 @@ def new(
     adapter: str, release: ReleaseToInstall, routing: Routing, agent_version: str, **extra: Any
 ) -> dict[str, Any]:
     """The record an install of ``release`` writes (the plan adds what it skipped)."""
-    from reef_cli.core.releases import now_iso
+    from reef_cli.core.clock import now_iso
 
     return {
         "adapter": adapter,

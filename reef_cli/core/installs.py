@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from reef_cli.core import paths
+from reef_cli.core.clock import now_iso
 from reef_cli.core.fsutil import atomic_write_text
-from reef_cli.core.releases import now_iso
 
 LEDGER = "installs.json"
 

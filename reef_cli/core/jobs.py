@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 from reef_cli.core import paths, store
+from reef_cli.core.clock import now_iso
 from reef_cli.core.errors import ReefError
-from reef_cli.core.releases import now_iso
 
 ACTIVE = ("queued", "running")
 

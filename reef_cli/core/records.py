@@ -23,11 +23,11 @@ import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from reef_cli.core import paths
+from reef_cli.core.clock import now_iso
 from reef_cli.core.errors import ReefError
 
 DB_NAME = "records.sqlite3"
@@ -46,10 +46,6 @@ def db_path() -> Path:
 def new_receipt() -> str:
     """A receipt id: ``rec_`` + 24 hex digits (96 random bits)."""
     return "rec_" + secrets.token_hex(12)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -242,4 +238,3 @@ def where_clause(*conditions: tuple[str, Any]) -> tuple[str, list[Any]]:
             clauses.append(fragment)
             args += [value] * fragment.count("?")
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
-

@@ -23,7 +23,6 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reef_cli.core import chain_remote
+from reef_cli.core.clock import now_iso
 from reef_cli.core.errors import ChainConflict, ChainCorrupt, ChainDiverged, ReleaseNotFound
 from reef_cli.core.tree import content_hash
 
@@ -87,10 +87,6 @@ def _meta_dict(meta: ReleaseMeta) -> dict[str, Any]:
     data = meta.model_dump()
     data.pop("number", None)
     return data
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Chain:
