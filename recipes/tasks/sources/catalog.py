@@ -2,7 +2,6 @@
 lists and each source module uses, apart from the package so a source imports it without
 importing the package that loads the sources."""
 
-
 from __future__ import annotations
 
 import hashlib
