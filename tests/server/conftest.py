@@ -16,6 +16,16 @@ from tests.fakes.upstream import FakeUpstream
 
 TOKEN = "reef_test_token_0123456789"
 LIMITED = "reef_limited_token_abcdef"
+# the smallest valid request body of each inference route, by path
+ROUTE_BODIES: dict[str, dict[str, Any]] = {
+    "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    "/v1/messages": {
+        "model": "m",
+        "max_tokens": 9,
+        "messages": [{"role": "user", "content": "hi"}],
+    },
+    "/v1/responses": {"model": "m", "input": "hi"},
+}
 
 
 @dataclass

@@ -18,23 +18,14 @@ from reef_cli.core import paths, scenarios
 from reef_cli.core.errors import ScenarioNotFound
 from reef_cli.server import config as serve_config
 from reef_cli.server.release_cache import ReleaseCache
-from tests.server.conftest import LIMITED, TOKEN
+from tests.server.conftest import LIMITED, ROUTE_BODIES, TOKEN
 
 MAIN = {"authorization": f"Bearer {TOKEN}"}
 SCOPED = {"authorization": f"Bearer {LIMITED}"}  # may use team-a only
-CALLS = {
-    "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-    "/v1/messages": {
-        "model": "m",
-        "max_tokens": 9,
-        "messages": [{"role": "user", "content": "hi"}],
-    },
-    "/v1/responses": {"model": "m", "input": "hi"},
-}
 
 
 def post(stack, path: str, headers: dict[str, str]) -> httpx.Response:
-    return httpx.post(stack.url + path, json=CALLS[path], headers=headers, timeout=10)
+    return httpx.post(stack.url + path, json=ROUTE_BODIES[path], headers=headers, timeout=10)
 
 
 def message_of(response: httpx.Response) -> str:
@@ -52,7 +43,7 @@ def test_main_token_creates_on_first_use_by_default(make_stack):
     assert scenarios.get("brand-new").name == "brand-new"
 
 
-@pytest.mark.parametrize("path", list(CALLS))
+@pytest.mark.parametrize("path", list(ROUTE_BODIES))
 def test_off_an_unknown_scenario_is_a_404_naming_it_and_the_setting(make_stack, path):
     stack = make_stack("openai", allow_implicit_scenario_creation=False)
     r = post(stack, path, {**MAIN, "x-reef-scenario": "shopp"})
@@ -77,7 +68,7 @@ def test_off_the_default_scenario_is_not_created_either(make_stack):
 @pytest.mark.parametrize("allow", [True, False])
 def test_a_scenario_token_never_creates(make_stack, allow):
     stack = make_stack("anthropic", allow_implicit_scenario_creation=allow)
-    for path in CALLS:
+    for path in ROUTE_BODIES:
         r = post(stack, path, {**SCOPED, "x-reef-scenario": "team-a"})
         assert r.status_code == 404, path
         assert "unknown scenario 'team-a'" in message_of(r)

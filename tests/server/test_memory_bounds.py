@@ -21,20 +21,11 @@ from reef_cli.server.receipts import RECORD_HEADER
 from reef_cli.server.responses_stream import ChatToResponses
 from tests.fakes.upstream import FakeUpstream
 from tests.fakes.upstream import Turn as Scripted
-from tests.server.conftest import TOKEN
+from tests.server.conftest import ROUTE_BODIES, TOKEN
 
 AUTH = {"authorization": f"Bearer {TOKEN}", "anthropic-version": "2023-06-01"}
 CAP = 64 * 1024
 BIG = Scripted(text="word " * (3 * CAP // 5), chunks=16)  # 3x the cap
-BODIES = {
-    "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-    "/v1/messages": {
-        "model": "m",
-        "max_tokens": 9,
-        "messages": [{"role": "user", "content": "hi"}],
-    },
-    "/v1/responses": {"model": "m", "input": "hi"},
-}
 # (upstream dialect, options, client path): relayed as bytes and translated, each dialect
 ROUTES = [
     ("openai", {}, "/v1/chat/completions"),
@@ -63,7 +54,7 @@ def test_an_answer_past_the_cap_is_a_502_and_still_recorded(
 ):
     fake = FakeUpstream(default=BIG)
     stack = make_stack(dialect, fake=fake, max_answer_bytes=CAP, **options)
-    body = {**BODIES[path], "stream": stream}
+    body = {**ROUTE_BODIES[path], "stream": stream}
     r = httpx.post(stack.url + path, json=body, headers=AUTH, timeout=30)
     receipt = r.headers[RECORD_HEADER]
     if not stream:

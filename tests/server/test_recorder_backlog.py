@@ -20,21 +20,12 @@ import pytest
 from reef_cli.server.receipts import RECORD_HEADER
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream, Turn
-from tests.server.conftest import TOKEN
+from tests.server.conftest import ROUTE_BODIES, TOKEN
 from tests.server.test_crash import ROOT, _free_port
 
 AUTH = {"authorization": f"Bearer {TOKEN}", "anthropic-version": "2023-06-01"}
 BOUND = 512 * 1024
 ANSWER = Turn(text="word " * 12_000)  # ~60 KB an answer: the bound holds about eight
-BODIES = {
-    "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-    "/v1/messages": {
-        "model": "m",
-        "max_tokens": 9,
-        "messages": [{"role": "user", "content": "hi"}],
-    },
-    "/v1/responses": {"model": "m", "input": "hi"},
-}
 
 
 def _lock(db: Path) -> sqlite3.Connection:
@@ -64,7 +55,7 @@ def test_a_stalled_store_bounds_the_backlog_and_loses_nothing(make_stack, stream
     db = stack.home / "records.sqlite3"
     client = httpx.Client(base_url=stack.url, headers=AUTH, timeout=30)
     path = "/v1/chat/completions"
-    body = {**BODIES[path], "stream": stream}
+    body = {**ROUTE_BODIES[path], "stream": stream}
     assert client.post(path, json=body).status_code == 200  # the store exists, warm
     stack.flush()
     admitted: list[str] = []
@@ -83,7 +74,7 @@ def test_a_stalled_store_bounds_the_backlog_and_loses_nothing(make_stack, stream
         one = backlog / len(admitted)
         assert BOUND <= backlog < BOUND + 2 * one, (backlog, one)  # stopped at the bound
         sent = len(stack.fake.log)
-        for each, each_body in BODIES.items():  # every dialect, whole and streamed
+        for each, each_body in ROUTE_BODIES.items():  # every dialect, whole and streamed
             for flag in (False, True):
                 r = client.post(each, json={**each_body, "stream": flag})
                 _refused(r, each)
@@ -115,7 +106,7 @@ def test_a_stream_admitted_before_the_bound_finishes_and_is_recorded(make_stack)
     recorder = stack.app.state.recorder
     client = httpx.Client(base_url=stack.url, headers=AUTH, timeout=30)
     path = "/v1/chat/completions"
-    assert client.post(path, json=BODIES[path]).status_code == 200
+    assert client.post(path, json=ROUTE_BODIES[path]).status_code == 200
     stack.flush()
     lock = _lock(stack.home / "records.sqlite3")
     try:
@@ -123,7 +114,7 @@ def test_a_stream_admitted_before_the_bound_finishes_and_is_recorded(make_stack)
         with httpx.stream(
             "POST",
             stack.url + path,
-            json={**BODIES[path], "stream": True},
+            json={**ROUTE_BODIES[path], "stream": True},
             headers=AUTH,
             timeout=30,
         ) as running:
@@ -131,8 +122,8 @@ def test_a_stream_admitted_before_the_bound_finishes_and_is_recorded(make_stack)
             parts = running.iter_raw()
             next(parts)  # it has begun; the upstream now pauses
             while not recorder.full:  # fill the backlog behind it
-                assert client.post(path, json=BODIES[path]).status_code == 200
-            _refused(client.post(path, json=BODIES[path]), path)
+                assert client.post(path, json=ROUTE_BODIES[path]).status_code == 200
+            _refused(client.post(path, json=ROUTE_BODIES[path]), path)
             rest = b"".join(parts)
         assert b"[DONE]" in rest and receipt.encode() in rest
     finally:
@@ -211,7 +202,7 @@ def test_a_real_reef_serve_stays_within_the_bound_while_its_store_is_locked(
                     pass
                 assert proc.poll() is None, "reef serve exited"
                 time.sleep(0.1)
-            body = BODIES["/v1/chat/completions"]
+            body = ROUTE_BODIES["/v1/chat/completions"]
             for _ in range(8):  # warm: the allocator has seen answers of this size
                 assert client.post("/v1/chat/completions", json=body).status_code == 200
             before = _rss(proc.pid)
