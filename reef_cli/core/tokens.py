@@ -243,7 +243,7 @@ class FileTokens(TokenSet):
 
     def _main_changed(self) -> bool:
         self._main_checked = self._clock()
-        return stat_key(self._main_path) != self._main_key
+        return self._main_stale()
 
     def _load(self, scoped_key: object, force: bool = False) -> None:
         with self._lock:

@@ -217,9 +217,7 @@ class Proxy:
         parts: list[bytes] = []
         size = 0
         async for chunk in resp.content.iter_any():
-            size += len(chunk)
-            if size > cap:
-                raise AnswerTooLarge(cap)
+            size = self._count(size, chunk)
             parts.append(chunk)
         return b"".join(parts)
 
