@@ -13,8 +13,11 @@ candidate's changes hold: the deterministic checks, then — when they pass — 
 before the trial. A candidate that fails is proposed once more with the reasons as
 feedback when the recipe has ``revise(ctx, candidate, reasons) -> [Candidate]``; if that
 fails too the job ends ``rejected``. After the trial the agent's answer is held to the
-ask the same way (a deterministic minimum, then the judge). A judge that gives no valid
-answer ends the job ``invalid``: an outage is never a pass.
+ask the same way (a deterministic minimum, then the judge). A recipe with
+``follow(ctx, candidate, judge) -> (Check, evidence)`` (Reefine) is then asked whether
+its change is followed, not only loaded; a ``follow`` check that does not pass ends the
+job before the evaluation. A judge that gives no valid answer ends the job ``invalid``:
+an outage is never a pass.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Literal, Protocol
 
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet, evaluate
+from recipes.tasks.runners import ANSWER_TOKENS
 from reef_cli.core import config, quality
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
 from reef_cli.core.config import Settings
@@ -168,7 +172,12 @@ def runners(
     from recipes.trial import AgentRunner
 
     task_runner_name = (tasks.runner if tasks else None) or adapter
-    direct = DirectRunner(model, harness_in=tasks.harness_in if tasks else "system", judge=judge)
+    direct = DirectRunner(
+        model,
+        harness_in=tasks.harness_in if tasks else "system",
+        judge=judge,
+        max_tokens=(tasks.answer_tokens if tasks else None) or ANSWER_TOKENS,
+    )
     extra: dict[str, Any] = {}
     if tasks is not None:
         extra["tasks"] = _describe_tasks(tasks, task_runner_name, direct)
@@ -344,7 +353,12 @@ def run(
             split = "test"
             if held_out is None and candidate.tasks is not None:
                 held_out, split = candidate.tasks, "replay"  # the recipe's replay tasks
-                task_runner = DirectRunner(model, harness_in=held_out.harness_in, judge=gate.judge)
+                task_runner = DirectRunner(
+                    model,
+                    harness_in=held_out.harness_in,
+                    judge=gate.judge,
+                    max_tokens=held_out.answer_tokens or ANSWER_TOKENS,
+                )
             outcome = _judge(
                 scenario,
                 recipe,
@@ -518,6 +532,14 @@ def _judge(
         ended = _trial(candidate, runner, gate, progress, budget, evidence, gated, checks)
         if ended is not None:
             return ended
+    follow = getattr(recipe, "follow", None)  # Reefine: is the change followed? (optional)
+    if follow is not None:
+        check, evidence["follow"] = follow(ctx, candidate, gate.judge)
+        checks.append(check)
+        stopped = _stop_on([check], "the change is not followed", evidence, gated.checks + checks)
+        if stopped is not None:
+            evidence["budget"] = budget.to_json()
+            return stopped
     if held_out is not None and task_runner is not None:
         progress(f"evaluation: {len(held_out.tasks)} held-out task(s), both trees", 0.55)
         result = evaluate(candidate.files, ctx.incumbent, held_out, task_runner.run_task, progress)

@@ -1,16 +1,19 @@
 """SkillClaw: the sessions and reports since the last run -> edits to the tree's skills.
 
 new sessions (``core.evidence`` + the ``skillclaw`` mark) -> a score for each (reported,
-implicit from the turns, or judged) -> groups by the skill each used -> one decision per
+implicit from the turns, or judged) -> what the person said about failed answers becomes
+rules and facts (``rules``: one complaint, one line, citing its reports) -> the other
+sessions are grouped by the skill each used -> one decision per
 group (improve a body, optimise a description, create a skill, skip) -> a create that
 collides with an existing skill is merged into it -> every edit verified (deterministic
 checks, then a verifier call) -> one candidate with the surviving edits and replay tasks
 built from the batch. The engine gates it; ``settle`` moves the mark once the batch was
 consumed (published, pending or rejected). See docs/skillclaw.md.
 
-The parts: ``signals`` (scores), ``decide`` (groups and decisions), ``merge`` (lines of
-guidance, merges), ``verify`` (the checks and the verifier), ``skills`` (SKILL.md text),
-``replay`` (the replay tasks), ``guard`` (the credential scan before text leaves).
+The parts: ``signals`` (scores), ``rules`` (complaints -> rules and facts), ``decide``
+(groups and decisions), ``merge`` (lines of guidance, merges), ``verify`` (the checks and
+the verifier), ``skills`` (SKILL.md text), ``replay`` (the replay tasks), ``guard`` (the
+credential scan before text leaves).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recipes.base import Candidate, Change, Context, refuse_unknown_options
-from recipes.skillclaw import decide, replay, signals, verify
+from recipes.skillclaw import decide, replay, rules, signals, verify
 from recipes.skillclaw.decide import Edit
 from recipes.skillclaw.merge import merge_bodies, normal_name, same_name
 from recipes.skillclaw.skills import SkillText, skills_of
@@ -169,9 +172,13 @@ class SkillClaw:
         ctx.progress(f"skillclaw: scoring {len(batch)} new session(s)", 0.1)
         scored = signals.score_all(ctx.model, batch)
         by_label = {s.label: s for s in scored} | {s.key: s for s in scored}
+        ctx.progress("skillclaw: rules from what the person said", 0.12)
+        learned = self._lines(ctx, scored)
+        covered = {key for line in learned for key in line.sessions}
         skills = skills_of(ctx.incumbent)
-        groups = decide.groups(scored, set(skills))
-        grouped = {s.key for g in groups for s in g.sessions}
+        groups = decide.groups([s for s in scored if s.key not in covered], set(skills))
+        went_well = {s.key for s in scored if s.score is not None and s.score >= 1.0}
+        grouped = {s.key for g in groups for s in g.sessions} | covered | went_well
         waiting = [s.key for s in scored if s.source == "waiting"]
         deferred = [s.key for s in scored if s.score is not None and s.key not in grouped]
         self._held = set(waiting) | set(deferred)
@@ -197,28 +204,46 @@ class SkillClaw:
             done = 0.15 + 0.15 * number / len(groups)
             ctx.progress(f"skillclaw: deciding for {group.name}", done)
             self._decide(ctx, group, skills, plan, by_label)
+        rule_files = rules.apply(ctx.incumbent, learned)
         notes.update(
             groups=plan.decisions,
             edits=[_edit_json(edit, after, by_label) for edit, after in plan.kept],
             dropped=plan.dropped,
+            lines=[_line_json(line) for line in learned],
         )
-        if not plan.kept:
+        if not plan.kept and not rule_files:
             return []
-        files = dict(ctx.incumbent)
+        files = dict(ctx.incumbent) | rule_files
         for name in sorted(plan.edited):
             files[plan.working[name].path] = plan.working[name].render()
         cited = list(dict.fromkeys(k for edit, _ in plan.kept for k in edit.sessions))
+        cited = list(dict.fromkeys([k for line in learned for k in line.sessions] + cited))
         tasks = replay.replay_tasks(scored, cited)
         notes["replay"] = (tasks.source or {}).get("sessions") if tasks is not None else None
+        parts = [f"{len(plan.kept)} skill edit(s)"] if plan.kept else []
+        if learned:
+            parts.append(f"{len(learned)} line(s) from what the person said")
         return [
             Candidate(
                 files=files,
-                reason=f"SkillClaw: {len(plan.kept)} skill edit(s) from {len(cited)} session(s)",
-                changes=[_change(edit, after) for edit, after in plan.kept],
+                reason=f"SkillClaw: {' and '.join(parts)} from {len(cited)} session(s)",
+                changes=[_line_change(line) for line in learned]
+                + [_change(edit, after) for edit, after in plan.kept],
                 evidence={"skillclaw": notes},
                 tasks=tasks,
             )
         ]
+
+    def _lines(self, ctx: Context, scored: list[signals.Scored]) -> list[rules.Learned]:
+        """Each distinct complaint on a failed answer as one rule or fact (or nothing)."""
+        found = rules.complaints(scored)
+        learned = []
+        for number, complaint in enumerate(found):
+            ctx.progress(f"skillclaw: complaint {number + 1} of {len(found)}", 0.12)
+            line = rules.learn(ctx.model, complaint)
+            if line is not None:
+                learned.append(line)
+        return learned
 
     def _hold(self, ctx: Context, why: str) -> list[Candidate]:
         """No candidate, and nothing consumed: the gate could not publish from so few, so
@@ -303,6 +328,26 @@ def _edit_json(edit: Edit, after: SkillText, by_label: dict[str, signals.Scored]
     if edit.merge is not None:
         out["merge"] = edit.merge
     return out
+
+
+def _line_json(line: rules.Learned) -> dict[str, Any]:
+    return {
+        "kind": line.kind,
+        "text": line.text,
+        "complaint": line.complaint,
+        "reports": line.reports,
+        "sessions": line.sessions,
+        "made_by": line.made_by,
+        "merged": line.merged,
+    }
+
+
+def _line_change(line: rules.Learned) -> Change:
+    path = rules.RULES_PATH if line.kind == "rule" else rules.FACTS_PATH
+    n = len(line.reports)
+    verb = "merged into" if line.merged else "added to"
+    summary = f"{line.kind} {verb} {path}: {line.text[:120]} (from {n} report{'s' * (n != 1)})"
+    return Change("rule", path.split("/")[-1].removesuffix(".md"), path, line.complaint, summary)
 
 
 _SUMMARY = {

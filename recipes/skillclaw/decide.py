@@ -54,7 +54,8 @@ class Group:
 
 
 def groups(scored: list[Scored], skill_names: set[str]) -> list[Group]:
-    """Groups of the scored sessions, the largest first (at most ``MAX_GROUPS``)."""
+    """Groups of the scored sessions, the largest first (at most ``MAX_GROUPS``); a group
+    whose sessions all scored 1 is left out (its sessions are consumed, not decided on)."""
     by_skill: dict[str | None, Group] = {}
     for item in scored:
         if item.score is None:
@@ -62,7 +63,9 @@ def groups(scored: list[Scored], skill_names: set[str]) -> list[Group]:
         used: list[str | None] = [s for s in item.session.skills_used if s in skill_names]
         for skill in used or [None]:
             by_skill.setdefault(skill, Group(skill)).sessions.append(item)
-    ordered = sorted(by_skill.values(), key=lambda g: (-len(g.sessions), g.skill is None, g.name))
+    # A group where every session went well has nothing to fix: no decision call for it.
+    kept = [g for g in by_skill.values() if any((s.score or 0.0) < 1.0 for s in g.sessions)]
+    ordered = sorted(kept, key=lambda g: (-len(g.sessions), g.skill is None, g.name))
     return ordered[:MAX_GROUPS]
 
 

@@ -3,7 +3,8 @@ what the person said.
 
 Each task is a session's first request (``runner: direct``: one model call with the
 tree as the system prompt), scored by a ``judge`` rubric built from the session's
-feedback. The sessions an edit cites come first. The gate uses these only when the
+feedback, and by a lenient measure that vetoes a reply that does no work (fewer than three
+words). The sessions an edit cites come first. The gate uses these only when the
 scenario has no task set of its own.
 """
 
@@ -12,8 +13,12 @@ from __future__ import annotations
 from recipes.skillclaw.guard import holds_credential
 from recipes.skillclaw.signals import Scored
 from recipes.tasks import Task, TaskSet
+from recipes.tasks.model import Scorer
 
 MAX_TASKS = 12
+# The lenient measure, the gate's veto: a reply of at least three words. An empty answer,
+# or one cut to a bare token, must never win on style alone.
+DOES_WORK = r"\w+\W+\w+\W+\w+"
 PROMPT_CHARS = 2000
 FEEDBACK_CHARS = 400
 
@@ -27,9 +32,18 @@ def rubric(item: Scored) -> str:
     if not said:
         return base
     return (
-        f"{base} On an earlier answer to this request the person said: {said}. Score an "
-        "answer higher when it avoids what they complained about."
+        f"{base} On an earlier answer to this request the person said: {said}. Score 1 "
+        "when this answer avoids what they complained about and still answers the request; "
+        "score 0 when it repeats the problem or leaves the request unanswered."
     )
+
+
+def answer_tokens(replayed: list[Scored]) -> int:
+    """Room for an answer as long as the longest recorded one (about 3 characters a token,
+    plus a margin), at most 512: a replay asks what the person asked, as they asked it,
+    and a reply the person's own client cut short is not given more room here."""
+    longest = max((len(s.answered()) for s in replayed), default=0)
+    return max(64, min(512, longest // 3 + 32))
 
 
 def replay_tasks(scored: list[Scored], cited_first: list[str]) -> TaskSet | None:
@@ -48,13 +62,22 @@ def replay_tasks(scored: list[Scored], cited_first: list[str]) -> TaskSet | None
         if not prompt or holds_credential(prompt, judged_by):
             continue
         task_id = f"replay-{item.label.lower()}"
-        tasks.append(Task(id=task_id, prompt=prompt, judge=judged_by, split="test"))
+        tasks.append(
+            Task(
+                id=task_id,
+                prompt=prompt,
+                judge=judged_by,
+                split="test",
+                lenient=Scorer(regex=DOES_WORK),
+            )
+        )
         sources[task_id] = item.key
         if len(tasks) == MAX_TASKS:
             break
     if not tasks:
         return None
     return TaskSet(
+        answer_tokens=answer_tokens([s for s in ranked if s.key in sources.values()]),
         name="skillclaw replay",
         source={"recipe": "skillclaw", "sessions": sources},
         runner="direct",

@@ -17,6 +17,7 @@ the lenient measure falls (a format trick that loses the substance)::
                                 #    command / judge / reasoning_gym
         lenient: {last_number: "-4"}
         files: {"tests/test_x.py": "..."}   # written into the task's project first
+        feedback: "Give only the number."   # optional: what a person said about an answer
 
 Scorers: ``expect`` (share of case-insensitive substrings found), ``exact`` (the stripped
 answer, or its last ``<answer>`` block, equals the text), ``regex`` (a match anywhere),
@@ -115,6 +116,9 @@ class Task(Scorer):
     files: dict[str, str] = Field(default_factory=dict, max_length=50)
     protected: bool = False  # a protected task may not regress (veto)
     lenient: Scorer | None = None
+    # what a person said about an earlier answer to this prompt (a complaint): GEPA's
+    # reflection shows it next to the score; no scorer reads it
+    feedback: str | None = Field(None, min_length=1, max_length=2000)
 
     @field_validator("files")
     @classmethod
@@ -137,6 +141,8 @@ class TaskSet(BaseModel):
     alpha: float = Field(0.05, gt=0, lt=1)
     min_effect: float = Field(0.0, ge=0)
     lenient_tolerance: float = Field(0.0, ge=0, le=1)
+    # direct only: the most tokens an answer may take (None: the runner's default, 512)
+    answer_tokens: int | None = Field(None, ge=1, le=8192)
     tasks: list[Task] = Field(min_length=1, max_length=5000)
 
     @model_validator(mode="after")

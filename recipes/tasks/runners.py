@@ -13,6 +13,7 @@ Two kinds exist, and a task set names which (``runner:``):
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Protocol
 
 from recipes.tasks.model import Task
@@ -29,12 +30,17 @@ class TaskRunner(Protocol):
     def run_task(self, files: dict[str, str], task: Task) -> TaskRun: ...
 
 
+_COMMENT = re.compile(r"[ \t]*<!--.*?-->", re.DOTALL)
+
+
 def render_harness(files: dict[str, str]) -> str:
     """The tree as one prompt: rules in path order, then skills (name, description, body).
-    Commands and extensions are for agents, not for a bare model, and are left out."""
+    Commands and extensions are for agents, not for a bare model, and are left out, and so
+    are HTML comments: notes for people (SkillClaw's citations), not instructions."""
     parts: list[str] = []
     for path in sorted(p for p in files if p.startswith("rules/") and p.endswith(".md")):
         _meta, body = split_frontmatter(files[path])
+        body = _COMMENT.sub("", body)
         if body.strip():
             parts.append(body.strip())
     for path in sorted(p for p in files if p.startswith("skills/") and p.endswith("/SKILL.md")):

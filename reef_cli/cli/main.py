@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 
 from reef_cli import __version__
 from reef_cli.cli import (
+    bench,
     config,
     doctor,
     eval,
@@ -66,6 +67,7 @@ app.add_typer(sessions.app, name="sessions")
 app.add_typer(token.app, name="token")
 app.add_typer(model.app, name="model")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(bench.app, name="bench")
 app.command("report")(report.report)
 app.command("doctor")(doctor.doctor)
 app.command("evolve")(evolve.evolve)

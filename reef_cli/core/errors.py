@@ -41,6 +41,7 @@ a test checks the list against this tree.
     │   └── ModelCorrupt            1  500  failed
     ├── AskRefused                  3  422  rejected
     ├── TaskSetError                2  400  rejected
+    ├── PersonaInvalid              2  400  rejected
     ├── OptionInvalid               2  400  rejected
     ├── EvaluationInvalid           3  422  invalid
     ├── ExtraMissing                2  501  failed
@@ -233,6 +234,21 @@ class TaskSetError(ReefError):
     exit_code = 2
     http_status = 400
     kind = "rejected"
+
+
+class PersonaInvalid(ReefError):
+    """A persona file (a simulated user, docs/personas.md) that cannot be used."""
+
+    exit_code = 2
+    http_status = 400
+    kind = "rejected"
+
+    def __init__(self, message: str, hint: str | None = None, field: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.field = field
+
+    def details(self) -> dict[str, Any]:
+        return {"field": self.field} if self.field else {}
 
 
 class EvaluationInvalid(ReefError):

@@ -182,3 +182,51 @@ def verdict_plot(numbers: dict[str, Any]) -> bytes:
         title += f" ({repeats} repeat(s) per task)"
     fig.suptitle(title, fontsize=12)
     return _png(fig)
+
+
+ARMS = ("before", "after", "aa", "placebo", "raw_feedback", "oracle")
+
+
+def learn_plot(result: dict[str, Any], path: Path) -> Path:
+    """`reef bench learn`: left, the per-session accept curve (each session 0/1, the
+    running share of the last three) with a line where each release went live; right,
+    each arm's held-out strict and lenient means. PNG at ``path``."""
+    fig = _figure(11.0, 4.4)
+    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    curve = [int(x) for x in result.get("accept_curve", [])]
+    xs = list(range(1, len(curve) + 1))
+    left.step(xs, curve, where="mid", color=INCUMBENT, alpha=0.4)
+    left.scatter(xs, curve, color=[CANDIDATE if c else "#dc2626" for c in curve], zorder=3)
+    rolling = [
+        sum(curve[max(0, i - 2) : i + 1]) / len(curve[max(0, i - 2) : i + 1])
+        for i in range(len(curve))
+    ]
+    left.plot(xs, rolling, color=SCORE, lw=2, label="accepted, last 3 sessions")
+    for release in result.get("releases", []):
+        at = release.get("after_session")
+        if at is not None:
+            left.axvline(at + 0.5, color=CANDIDATE, ls="--", lw=1.5)
+            left.annotate(f"r{release['number']}", (at + 0.5, 1.08), ha="center", color=CANDIDATE)
+    adapted = result.get("sessions_to_adaptation")
+    if adapted:
+        left.axvspan(adapted - 0.5, adapted + 2.5, color=CANDIDATE, alpha=0.08)
+    _score_axis(left, 0.0, 1.1)
+    left.set_xlabel("session")
+    left.set_ylabel("accepted (1) or not (0)")
+    where = f"adapted at session {adapted}" if adapted else "never three accepted in a row"
+    left.set_title(f"{result.get('persona', '')}, live through reef serve: {where}", fontsize=10)
+    left.legend(loc="lower right", fontsize=8)
+    arms = result.get("arms") or {}
+    names = [a for a in ARMS if a in arms]
+    at = list(range(len(names)))
+    strict = [float(arms[a]["strict"]) for a in names]
+    lenient = [float(arms[a]["lenient"]) for a in names]
+    right.bar([x - 0.2 for x in at], strict, width=0.4, color=SCORE, label="strict")
+    right.bar([x + 0.2 for x in at], lenient, width=0.4, color=LENIENT, label="lenient")
+    right.set_xticks(at, [n.replace("_", "\n") for n in names], fontsize=8)
+    _score_axis(right, 0.0, 1.0)
+    n = (result.get("heldout") or {}).get("prompts", 0)
+    right.set_title(f"held-out prompts (n={n}), mean per arm", fontsize=10)
+    right.legend(loc="upper left", fontsize=8)
+    path.write_bytes(_png(fig))
+    return path

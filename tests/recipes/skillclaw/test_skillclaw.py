@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 
 from recipes import engine
-from recipes.skillclaw import MARK_NAME, SkillClaw, decide, limits_for, options_from, signals
+from recipes.skillclaw import (
+    MARK_NAME,
+    SkillClaw,
+    decide,
+    limits_for,
+    options_from,
+    rules,
+    signals,
+)
 from recipes.skillclaw import verify as verify_mod
 from recipes.skillclaw.decide import Edit, Group
 from recipes.skillclaw.merge import keeps_items, lost_lines, merge_bodies, same_name
@@ -68,6 +76,7 @@ class Claw:
     def __init__(self) -> None:
         self.decisions: deque[Reply] = deque()
         self.judges: deque[Reply] = deque()
+        self.lines: deque[Reply] = deque()  # rules.Line answers; none left: kind "none"
         self.verifier = verdict(0.9)
         self.fake = FakeUpstream(chooser=self._choose)
         self.server = ServerThread(self.fake.app, timeout_graceful_shutdown=1)
@@ -82,6 +91,8 @@ class Claw:
         system = first.get("content", "") if first.get("role") == "system" else ""
         if system == decide.SYSTEM:
             return self.decisions.popleft() if self.decisions else decision("skip")
+        if system == rules.SYSTEM:
+            return self.lines.popleft() if self.lines else Reply(text='{"kind": "none"}')
         if system == signals.JUDGE_SYSTEM:
             return self.judges.popleft() if self.judges else verdict(0.5)
         if system == verify_mod.SYSTEM:
@@ -322,7 +333,8 @@ def test_a_failed_or_stopped_job_leaves_the_mark_and_the_next_run_reads_it_again
     claw.decisions.append(
         decision("improve_skill", skill="write-tests", body=improved(), sessions=["S1"])
     )
-    stopped = run(claw, budget=Budget(max_calls=1))  # the decision, then no verifier
+    # the complaint's rules call and the decision, then no verifier
+    stopped = run(claw, budget=Budget(max_calls=2))
     assert stopped.state == "stopped" and "model-call budget" in stopped.message
     assert mark_of() == {} and releases() == [1]
     again = run(claw)  # the same five sessions, read again
