@@ -8,7 +8,11 @@ gate judges on the held-out test split. The parts:
   other files are Reef's);
 - ``reflection`` — the reflection prompt a small model follows, as gepa's
   ``custom_candidate_proposer``, each call charged to the job's budget;
-- ``search`` — the adapter, the metric-call meter and stopper, and one ``optimize`` run.
+- ``search`` — the adapter (with its greedy-decoding cache), the metric-call meter and
+  stopper, the default budget's fit to the time limit, and one ``optimize`` run;
+- ``budget`` — the default ``max_metric_calls`` and its fit to the time limit;
+- ``heard`` — what people said: each task's complaint, the accepted sessions (which
+  ``recipes.demos`` turns into a second seed candidate).
 
 ``gepa`` is imported only when a search runs, so `reef --help` never loads it.
 See docs/gepa.md.
@@ -21,22 +25,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from recipes.base import Candidate, Context, refuse_unknown_options
+from recipes.gepa.budget import SECONDS_PER_CALL, wanted_calls
 from recipes.tasks import TaskSet
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import BudgetInvalid, OptionInvalid
 
 TOKENS_PER_CALL = 4000
-SECONDS_PER_CALL = 15.0
 
 
 @dataclass(frozen=True)
 class GepaOptions:
     """What `reef evolve --recipe gepa` (and a job's ``options``) may set."""
 
-    max_metric_calls: int = 150  # task runs GEPA may spend on train and val, in all
+    # task runs GEPA may spend on train and val, in all; None: VAL_FACTOR x the val split
+    # (at least one step), cut to what the job's time limit fits (``budget.metric_budget``)
+    max_metric_calls: int | None = None
     seed: int = 0  # gepa's random seed: the same seed and model give the same release
     use_merge: bool = False  # gepa's merge of two Pareto-front candidates
     minibatch: int = 3  # train tasks per reflection step
+    demos: bool = True  # accepted sessions -> a demonstrations seed candidate (recipes.demos)
 
 
 OPTION_NAMES = tuple(GepaOptions.__dataclass_fields__)
@@ -56,9 +63,11 @@ def limits_for(options: GepaOptions, tasks: TaskSet | None = None) -> BudgetLimi
     """Calls for every task run (twice over: a run may be retried or judge-scored), one
     reflection per step (with retries), and the gate's paired evaluation of the test split
     (test tasks x repeats x 2 trees, twice over); a generous wall time."""
-    steps = options.max_metric_calls // options.minibatch + 1
+    val = len(tasks.split("val")) if tasks is not None else None
+    metric_calls = wanted_calls(options.max_metric_calls, val, options.minibatch)
+    steps = metric_calls // options.minibatch + 1
     held_out = len(tasks.split("test")) * tasks.repeats * 2 if tasks is not None else 400
-    calls = 2 * options.max_metric_calls + 3 * steps + 2 * held_out
+    calls = 2 * metric_calls + 3 * steps + 2 * held_out
     return BudgetLimits(
         calls=calls,
         tokens=calls * TOKENS_PER_CALL,
@@ -80,27 +89,33 @@ class Gepa:
 
     @classmethod
     def with_options(cls, options: Mapping[str, Any] | None = None) -> Gepa:
-        """The recipe with ``options`` (max_metric_calls, seed, use_merge, minibatch)."""
+        """The recipe with ``options`` (max_metric_calls, seed, use_merge, minibatch, demos)."""
         given = dict(options or {})
         refuse_unknown_options("gepa", given, OPTION_NAMES)
         default = GepaOptions()
-        merge = given.get("use_merge", default.use_merge)
-        if not isinstance(merge, bool):
-            raise OptionInvalid(f"gepa option use_merge must be true or false (got {merge!r})")
-        calls = given.get("max_metric_calls", default.max_metric_calls)
+        flags = {}
+        for name in ("use_merge", "demos"):
+            flag = given.get(name, getattr(default, name))
+            if not isinstance(flag, bool):
+                raise OptionInvalid(f"gepa option {name} must be true or false (got {flag!r})")
+            flags[name] = flag
+        calls = given.get("max_metric_calls")
         return cls(
             GepaOptions(
-                max_metric_calls=_whole("max_metric_calls", calls, 1, 1_000_000),
+                max_metric_calls=None
+                if calls is None
+                else _whole("max_metric_calls", calls, 1, 1_000_000),
                 seed=_whole("seed", given.get("seed", default.seed), 0, 2**32 - 1),
-                use_merge=merge,
+                use_merge=flags["use_merge"],
                 minibatch=_whole("minibatch", given.get("minibatch", default.minibatch), 1, 50),
+                demos=flags["demos"],
             )
         )
 
     def propose(self, ctx: Context) -> list[Candidate]:
         from recipes.gepa.search import search  # imports gepa
 
-        ctx.progress(f"gepa: searching (up to {self.options.max_metric_calls} metric calls)", 0.05)
+        ctx.progress("gepa: searching", 0.05)
         return search(ctx, self.options)
 
     def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]:

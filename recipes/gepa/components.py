@@ -4,7 +4,9 @@ GEPA evolves ``dict[str, str]``; Reef's tree also holds frontmatter, commands,
 extensions and ``reef.toml``, which a reflection model has no business rewriting. So a
 component is a body only — ``rules/<name>.md`` and ``skills/<name>/SKILL.md`` — and
 everything else (each body's frontmatter included, byte for byte) is put back unchanged
-when a candidate becomes files again.
+when a candidate becomes files again. Files a search adds whole (the demonstrations
+skill, ``recipes.demos``) are ``added``: part of every tree of the search, never a
+component, since reflection would rewrite the user's accepted answers.
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ class Layout:
     seed: dict[str, str]  # path -> body: GEPA's seed candidate
     seeded: str | None = None  # the path of the neutral rule added to an empty tree
     leads: dict[str, str] = field(default_factory=dict)  # path -> blank lines before a body
+    added: dict[str, str] = field(default_factory=dict)  # whole files added, not evolved
 
     @classmethod
-    def of(cls, incumbent: dict[str, str]) -> Layout:
-        files = dict(incumbent)
+    def of(cls, incumbent: dict[str, str], added: dict[str, str] | None = None) -> Layout:
+        extra = dict(added or {})
+        files = {p: t for p, t in incumbent.items() if p not in extra}
         seeded = None
         if not any(is_component(p) and split_head(t)[1].strip() for p, t in files.items()):
             files[SEED_PATH] = SEED_BODY + "\n"
@@ -70,7 +74,8 @@ class Layout:
             heads[path] = head
             seed[path] = body.strip()
             leads[path] = body[: len(body) - len(body.lstrip("\n"))]
-        return cls(files=files, heads=heads, seed=seed, seeded=seeded, leads=leads)
+        files.update(extra)
+        return cls(files=files, heads=heads, seed=seed, seeded=seeded, leads=leads, added=extra)
 
     def tree(self, candidate: dict[str, str]) -> dict[str, str]:
         """The files of ``candidate``: changed bodies under their old frontmatter."""
@@ -94,4 +99,7 @@ class Layout:
             kind, name = _kind_name(path)
             verb = "added" if path == self.seeded else "rewrote"
             out.append(Change(kind, name, path, why, f"GEPA {verb} {path}"))
+        for path in sorted(self.added):
+            kind, name = _kind_name(path)
+            out.append(Change(kind, name, path, why, f"GEPA added {path} (chosen on val)"))
         return out

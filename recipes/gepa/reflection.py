@@ -3,10 +3,14 @@
 GEPA's default reflection prompt is long and abstract; a 1.5B model answered it with
 "Certainly! Please provide the inputs…" for eleven iterations and never proposed a text.
 This template is short and concrete: the current text, a few tasks with the answer it
-got and the feedback, and one instruction — reply with the new text inside one fenced
-block. The reply's first fenced block is the proposal; with no fence the whole reply is
-(cut to a bound). An empty reply, the old text again or the prompt echoed back keeps
-the old text, so GEPA spends no metric calls on a proposal that never happened.
+got, its score, what the user said about such an answer (a complaint, when a person gave
+one: it is the signal a small model acts on best) and the scorer's feedback, and one
+instruction — reply with the new text inside one fenced block. One worked example (a
+user turn and the fenced reply) comes first, so a small model sees the answer's shape.
+The reply's first fenced block is the proposal; with no fence the whole reply is (cut to
+a bound). An empty reply, the old text again, the worked example's reply or the prompt
+echoed back keeps the old text, so GEPA spends no metric calls on a proposal that never
+happened.
 
 Every reflection call goes through ``ModelClient.chat``, so it is charged to the job's
 budget like every other model call.
@@ -42,7 +46,20 @@ Write a better instruction that fixes the problems the feedback shows. Keep what
 It must help with any task like these, so do not copy one task's answer into it.
 {ask}"""
 
-EXAMPLE = "Example {n}\nTask: {task}\nAnswer: {answer}\nFeedback: {feedback}"
+EXAMPLE = "Example {n}\nTask: {task}\nAnswer: {answer}\nScore: {score}\n{said}Feedback: {feedback}"
+SAID = 'The user said: "{complaint}"\n'
+
+# The worked example: a domain no shipped persona or task set uses, so it teaches the
+# reply's shape (a general rule that answers the complaint, in one fence), not a content.
+WORKED_CURRENT = "Be helpful."
+WORKED_RECORD = {
+    "Inputs": "Convert 2.5 hours to minutes.",
+    "Generated Outputs": "150",
+    "Score": "0.00",
+    "User said": "Write the unit too, not a bare number.",
+    "Feedback": "expected '150 minutes'",
+}
+WORKED_TEXT = 'Be helpful. Always write the unit after a number, for example "150 minutes".'
 
 
 def _short(text: Any, bound: int) -> str:
@@ -59,17 +76,38 @@ def pick_examples(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
     return [record for _, record in ordered[:MAX_EXAMPLES]]
 
 
-def prompt_for(path: str, current: str, records: Sequence[Mapping[str, Any]]) -> str:
-    examples = "\n\n".join(
-        EXAMPLE.format(
-            n=n,
-            task=_short(r.get("Inputs", ""), 600),
-            answer=_short(r.get("Generated Outputs", ""), 400),
-            feedback=_short(r.get("Feedback", ""), 400),
-        )
-        for n, r in enumerate(pick_examples(records), 1)
+def _score_text(record: Mapping[str, Any]) -> str:
+    given = record.get("Score")
+    return str(given) if given is not None else f"{float(record.get('score') or 0.0):.2f}"
+
+
+def _example(n: int, record: Mapping[str, Any]) -> str:
+    complaint = _short(record.get("User said") or "", 300)
+    return EXAMPLE.format(
+        n=n,
+        task=_short(record.get("Inputs", ""), 600),
+        answer=_short(record.get("Generated Outputs", ""), 400),
+        score=_score_text(record),
+        said=SAID.format(complaint=complaint) if complaint else "",
+        feedback=_short(record.get("Feedback", ""), 300),
     )
+
+
+def prompt_for(path: str, current: str, records: Sequence[Mapping[str, Any]]) -> str:
+    examples = "\n\n".join(_example(n, r) for n, r in enumerate(pick_examples(records), 1))
     return TEMPLATE.format(path=path, current=current.strip(), examples=examples, ask=ASK_LINE)
+
+
+def messages_for(
+    path: str, current: str, records: Sequence[Mapping[str, Any]]
+) -> list[dict[str, str]]:
+    """The worked example (a user turn, the fenced reply), then the real prompt."""
+    worked = prompt_for("rules/example.md", WORKED_CURRENT, [WORKED_RECORD])
+    return [
+        {"role": "user", "content": worked},
+        {"role": "assistant", "content": f"```\n{WORKED_TEXT}\n```"},
+        {"role": "user", "content": prompt_for(path, current, records)},
+    ]
 
 
 def fenced(reply: str) -> str | None:
@@ -93,8 +131,10 @@ def extract(reply: str, current: str) -> str | None:
         text = text.strip("`").strip()
     if len(text) > MAX_TEXT:
         text = cut_at_word(text, MAX_TEXT).strip()
-    if not text or text == current.strip() or ASK_LINE in text or "Current instruction (" in text:
+    if not text or text == current.strip() or text == WORKED_TEXT:
         return None
+    if ASK_LINE in text or "Current instruction (" in text:
+        return None  # the prompt echoed back
     return text
 
 
@@ -123,11 +163,10 @@ class Reflector:
             if not records:
                 continue
             self.progress(f"gepa: reflecting on {path}")
-            prompt = prompt_for(path, candidate[path], records)
             self.calls += 1
             try:
                 reply = self.model.chat(
-                    [{"role": "user", "content": prompt}],
+                    messages_for(path, candidate[path], records),
                     max_tokens=REFLECTION_TOKENS,
                     temperature=TEMPERATURE,
                 ).text

@@ -15,12 +15,20 @@ logger and the stop condition — and keeps three promises gepa alone would not:
   (``raise_on_exception=False``), so a ``BudgetExceeded`` or ``ModelError`` is kept, the
   stopper ends the search and the error is raised again once ``optimize`` returns.
 
+Two savings: under greedy decoding (a ``direct`` task set, one repeat) a tree's run on a
+task is computed once and reused (``ReefAdapter``'s cache, keyed by the tree's hash and
+the task id; the saved calls are in the notes) — the served tree's minibatch and val runs
+recur on every step that picks it as the parent; and when the scenario has accepted
+sessions, the served tree plus a demonstrations skill (``recipes.demos``, chosen on val)
+competes as a second seed: GEPA starts from whichever scores better on val.
+
 The test split never reaches this module: ``ctx.tasks`` holds train and val only and
 ``ctx.run_task`` refuses a test task.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -31,11 +39,14 @@ from gepa.api import optimize
 from gepa.core.adapter import EvaluationBatch, ProposalFn
 from gepa.core.result import GEPAResult
 
+from recipes import demos
 from recipes.base import Candidate, Context, RunTask
+from recipes.gepa.budget import max_steps, metric_budget, needed_calls
 from recipes.gepa.components import Layout
+from recipes.gepa.heard import Heard, complaint_of, normal, read
 from recipes.gepa.reflection import Reflector
-from recipes.tasks import Task
-from reef_cli.core.errors import EvaluationInvalid, TaskSetError
+from recipes.tasks import DIRECT, Task, TaskSet
+from reef_cli.core.errors import EvaluationInvalid, ReefError, TaskSetError
 
 if TYPE_CHECKING:
     from recipes.gepa import GepaOptions
@@ -81,9 +92,12 @@ class Meter:
 
     max_calls: int
     step_cost: int  # one reflective step: two minibatches and the val split
+    max_steps: int | None = None  # reflective steps, at most (cached steps cost no call)
     used: int = 0
     outages: int = 0
     refused: int = 0
+    saved: int = 0  # runs answered from the cache: model calls not made
+    steps: int = 0  # gepa's iterations begun
     error: Exception | None = None
 
     @property
@@ -109,22 +123,35 @@ class Meter:
             return f"{self.outages} outage(s) in {self.used} runs"
         if self.refused:
             return "a batch would have gone past max_metric_calls"
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            return "reflective steps spent"
         if self.max_calls - self.used < self.step_cost:
             return "metric calls spent"
         return None
 
     def __call__(self, gepa_state: Any) -> bool:
+        self.steps = max(self.steps, int(getattr(gepa_state, "i", -1)) + 1)
         return self.why_stop() is not None
 
 
-def feedback_line(trace: Trace) -> str:
-    score = trace["score"]
-    head = "no score (the model or agent failed)" if score is None else f"score {score:.2f}"
-    return f"{head}. {trace['feedback']}"
+def tree_hash(files: Mapping[str, str]) -> str:
+    """The tree a run saw, as a cache key: every path and text."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.encode() + b"\0" + files[path].encode() + b"\0")
+    return digest.hexdigest()
+
+
+def score_text(score: float | None) -> str:
+    return "no score (the model or agent failed)" if score is None else f"{score:.2f}"
 
 
 class ReefAdapter:
-    """gepa's ``GEPAAdapter``: a candidate is a tree, a metric call one task run."""
+    """gepa's ``GEPAAdapter``: a candidate is a tree, a metric call one task run.
+
+    ``greedy``: the runs are deterministic (temperature 0, one repeat), so each (tree,
+    task) run is made once and its trace reused — by later minibatches, val passes and
+    any candidate whose tree is the same. A run with no score is never cached."""
 
     propose_new_texts: ProposalFn | None = None  # the reflection: Reflector, given to optimize
 
@@ -134,46 +161,73 @@ class ReefAdapter:
         run_task: RunTask,
         meter: Meter,
         progress: Callable[[int], None],
+        *,
+        greedy: bool = False,
+        complaint: Callable[[Task], str | None] = complaint_of,
     ) -> None:
         self.layout = layout
         self.run_task = run_task
         self.meter = meter
         self.progress = progress
+        self.greedy = greedy
+        self.complaint = complaint
+        self.cache: dict[tuple[str, str], Trace] = {}
 
     def evaluate(
         self, batch: list[Task], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch[Trace, str]:
-        self.meter.reserve(len(batch))
-        files = self.layout.tree(candidate)
+        return self.run_batch(batch, self.layout.tree(candidate), capture_traces)
+
+    def run_batch(
+        self, batch: list[Task], files: dict[str, str], capture_traces: bool = False
+    ) -> EvaluationBatch[Trace, str]:
+        """``batch`` on the tree ``files``; only the runs not in the cache are metered."""
+        key = tree_hash(files) if self.greedy else None
+        fresh = [t for t in batch if key is None or (key, t.id) not in self.cache]
+        self.meter.reserve(len(fresh))
         outputs: list[str] = []
         scores: list[float] = []
         traces: list[Trace] = []
+        made = 0
         for task in batch:
-            if self.meter.broken():
-                raise _Ended("the search is over")
-            try:
-                run = self.run_task(files, task)
-            except Exception as exc:  # BudgetExceeded, a sandbox failure, a bug: kept
-                self.meter.fail(exc)
-                raise _Ended(str(exc)) from exc
-            self.meter.used += 1
-            if run.score is None:
-                self.meter.outages += 1
-            self.progress(self.meter.used)
-            outputs.append(run.answer)
-            scores.append(0.0 if run.score is None else float(run.score))
-            traces.append(
-                {
-                    "task": task.id,
-                    "prompt": task.prompt,
-                    "answer": run.answer,
-                    "feedback": run.feedback,
-                    "score": run.score,
-                }
-            )
+            trace = self.cache.get((key, task.id)) if key is not None else None
+            if trace is not None:
+                self.meter.saved += 1
+            else:
+                trace = self._run(files, task)
+                made += 1
+                if key is not None and trace["score"] is not None:
+                    self.cache[(key, task.id)] = trace
+            outputs.append(trace["answer"])
+            scores.append(0.0 if trace["score"] is None else float(trace["score"]))
+            traces.append(trace)
         return EvaluationBatch(
-            outputs=outputs, scores=scores, trajectories=traces if capture_traces else None
+            outputs=outputs,
+            scores=scores,
+            trajectories=traces if capture_traces else None,
+            num_metric_calls=made,
         )
+
+    def _run(self, files: dict[str, str], task: Task) -> Trace:
+        if self.meter.broken():
+            raise _Ended("the search is over")
+        try:
+            run = self.run_task(files, task)
+        except Exception as exc:  # BudgetExceeded, a sandbox failure, a bug: kept
+            self.meter.fail(exc)
+            raise _Ended(str(exc)) from exc
+        self.meter.used += 1
+        if run.score is None:
+            self.meter.outages += 1
+        self.progress(self.meter.used)
+        return {
+            "task": task.id,
+            "prompt": task.prompt,
+            "answer": run.answer,
+            "feedback": run.feedback,
+            "score": run.score,
+            "complaint": self.complaint(task),
+        }
 
     def make_reflective_dataset(
         self,
@@ -181,12 +235,17 @@ class ReefAdapter:
         eval_batch: EvaluationBatch[Trace, str],
         components_to_update: list[str],
     ) -> Mapping[str, Sequence[Mapping[str, Any]]]:
-        """The same records for every component: the whole tree shaped each answer."""
+        """The same records for every component: the whole tree shaped each answer. What
+        a person said about such an answer is shown where this one lost points."""
         records = [
             {
                 "Inputs": trace["prompt"],
                 "Generated Outputs": trace["answer"] or "(no answer)",
-                "Feedback": feedback_line(trace),
+                "Score": score_text(trace["score"]),
+                "User said": trace.get("complaint")
+                if trace["score"] is None or trace["score"] < 1.0
+                else None,
+                "Feedback": trace["feedback"],
                 "score": trace["score"] or 0.0,
             }
             for trace in eval_batch.trajectories or []
@@ -194,52 +253,132 @@ class ReefAdapter:
         return {component: records for component in components_to_update}
 
 
-def _check_size(options: GepaOptions, val: int) -> int:
+def _check_size(max_calls: int, minibatch: int, val: int) -> int:
     """The cost of one reflective step; refuses a budget that cannot pay for the seed's
     val evaluation and one step after it."""
-    step = 2 * options.minibatch + val
-    need = val + step
-    if options.max_metric_calls < need:
+    step = 2 * minibatch + val
+    need = needed_calls(val, minibatch)
+    if max_calls < need:
         raise TaskSetError(
             f"gepa needs at least {need} metric calls for this task set ({val} to score the "
-            f"seed on val, then {step} per step: 2 minibatches of {options.minibatch} and the "
-            f"val split); max_metric_calls is {options.max_metric_calls}",
+            f"seed on val, then {step} per step: 2 minibatches of {minibatch} and the "
+            f"val split); max_metric_calls is {max_calls}",
             f"raise --max-metric-calls to {need} or more, or use fewer val tasks",
         )
     return step
 
 
+def is_greedy(tasks: TaskSet) -> bool:
+    """Runs that give the same answer twice: one model call at temperature 0
+    (``runner: direct``), one repeat. An agent's runs are not."""
+    return tasks.runner == DIRECT and tasks.repeats == 1
+
+
+def _heard(ctx: Context, notes: dict[str, Any]) -> Heard:
+    """The scenario's complaints and accepted sessions; none when the store cannot be read
+    (the search runs without them, and the notes say why)."""
+    try:
+        return read(ctx.scenario)
+    except (ReefError, OSError) as exc:
+        notes["sessions_unread"] = str(exc)
+        return Heard()
+
+
+def _demo_seed(
+    ctx: Context,
+    options: GepaOptions,
+    heard: Heard,
+    adapter: ReefAdapter,
+    val: list[Task],
+    room: int,
+    notes: dict[str, Any],
+) -> tuple[dict[str, str], float] | None:
+    """(the demonstrations skill's files, the served tree's val score) when a subset of
+    accepted answers beats the served tree on val; None otherwise. ``room``: metric calls
+    the search can spare for it."""
+    if not options.demos or not heard.accepted:
+        return None
+    asked_in_val = {normal(t.prompt) for t in val}
+    accepted = [
+        s
+        for s in heard.accepted
+        if not any(normal(t.text) in asked_in_val for t in s.turns if t.role == "user")
+    ]
+    base_cost = 0 if adapter.greedy else len(val)  # greedy: GEPA's seed pass reuses it
+    trials = min(demos.TRIALS, (room - base_cost) // max(1, len(val)))
+    if trials < 1:
+        notes["demos"] = {"skipped": f"{room} metric call(s) to spare; a subset needs {len(val)}"}
+        return None
+    base = adapter.layout.files
+    ctx.progress(f"gepa: choosing demonstrations from {len(accepted)} accepted session(s)", None)
+
+    def score_tree(added: dict[str, str]) -> float:
+        scores = adapter.run_batch(val, {**base, **added}).scores
+        return sum(scores) / len(scores)
+
+    chosen = demos.select(accepted, score_tree, seed=options.seed, trials=trials)
+    notes["demos"] = chosen.to_json()
+    if chosen.files is None or chosen.baseline is None:
+        return None
+    return chosen.files, chosen.baseline
+
+
 def search(ctx: Context, options: GepaOptions) -> list[Candidate]:
-    """Run GEPA from the served tree; [] unless its best candidate beats the seed on val."""
+    """Run GEPA from the served tree (or the served tree plus demonstrations, when that
+    scores better on val); [] unless its best candidate beats the served tree on val."""
     if ctx.tasks is None or ctx.run_task is None:
         raise TaskSetError("gepa searches against scored tasks and was given no task runner")
     train, val = ctx.tasks.split("train"), ctx.tasks.split("val")
-    meter = Meter(options.max_metric_calls, _check_size(options, len(val)))
+    held_out_runs = (ctx.held_out or 0) * ctx.tasks.repeats * 2
+    budget = metric_budget(
+        options.max_metric_calls,
+        len(val),
+        options.minibatch,
+        seconds_left=ctx.budget.remaining_seconds(),
+        held_out_runs=held_out_runs,
+    )
+    max_calls = budget.calls
+    step = _check_size(max_calls, options.minibatch, len(val))
+    meter = Meter(max_calls, step, max_steps=max_steps(max_calls, options.minibatch))
     layout = Layout.of(ctx.incumbent)
+    greedy = is_greedy(ctx.tasks)
     notes: dict[str, Any] = ctx.notes.setdefault("gepa", {})
     notes.update(
         {
             "gepa_version": importlib.metadata.version("gepa"),
             "seed": options.seed,
-            "max_metric_calls": options.max_metric_calls,
+            "max_metric_calls": max_calls,
+            "max_metric_calls_rule": budget.rule,
             "minibatch": options.minibatch,
             "use_merge": options.use_merge,
             "train": len(train),
             "val": len(val),
             "components": sorted(layout.seed),
             "seeded": layout.seeded,
+            "greedy": greedy,
         }
     )
+    heard = _heard(ctx, notes)
+    notes["complaints"] = sum(heard.complaint(t) is not None for t in train + val)
     logger = QuietLogger()
 
     def progress(used: int) -> None:
-        fraction = 0.05 + 0.45 * used / options.max_metric_calls
-        ctx.progress(f"gepa: metric call {used}/{options.max_metric_calls}", fraction)
+        fraction = 0.05 + 0.45 * used / max_calls
+        ctx.progress(f"gepa: metric call {used}/{max_calls}", fraction)
 
     reflector = Reflector(ctx.model, meter.fail, lambda message: ctx.progress(message, None))
-    adapter = ReefAdapter(layout, ctx.run_task, meter, progress)
+    adapter = ReefAdapter(
+        layout, ctx.run_task, meter, progress, greedy=greedy, complaint=heard.complaint
+    )
     result: GEPAResult[str, int] | None = None
+    served_val: float | None = None
     try:
+        room = max_calls - needed_calls(len(val), options.minibatch)
+        seeds = _demo_seed(ctx, options, heard, adapter, val, room, notes)
+        if seeds is not None:
+            layout = adapter.layout = Layout.of(ctx.incumbent, added=seeds[0])
+            served_val = seeds[1]
+        notes["start"] = "demonstrations" if seeds is not None else "served"
         result = optimize(
             seed_candidate=dict(layout.seed),
             trainset=train,
@@ -248,7 +387,7 @@ def search(ctx: Context, options: GepaOptions) -> list[Candidate]:
             custom_candidate_proposer=reflector,
             reflection_minibatch_size=options.minibatch,
             use_merge=options.use_merge,
-            max_metric_calls=options.max_metric_calls,
+            # no max_metric_calls: gepa would count cached runs; the meter stops it
             stop_callbacks=[meter],
             raise_on_exception=False,
             logger=logger,
@@ -265,6 +404,7 @@ def search(ctx: Context, options: GepaOptions) -> list[Candidate]:
         notes.update(
             {
                 "metric_calls": meter.used,
+                "calls_saved": meter.saved,
                 "reflection_calls": reflector.calls,
                 "reflection_unusable": reflector.unusable,
                 "outages": meter.outages,
@@ -283,15 +423,22 @@ def search(ctx: Context, options: GepaOptions) -> list[Candidate]:
         )
     if result is None:  # not reachable: the size check lets the seed's evaluation run
         raise EvaluationInvalid("GEPA ended before it scored the seed on val")
-    return _candidates(result, layout, notes, len(val))
+    return _candidates(result, layout, notes, len(val), served_val)
 
 
 def _candidates(
-    result: GEPAResult[str, int], layout: Layout, notes: dict[str, Any], val: int
+    result: GEPAResult[str, int],
+    layout: Layout,
+    notes: dict[str, Any],
+    val: int,
+    served_val: float | None = None,
 ) -> list[Candidate]:
+    """The best candidate, if it beats the served tree on val (``served_val``: its score
+    when GEPA started from the demonstrations seed; else GEPA's seed is the served tree)."""
     scores = [float(s) for s in result.val_aggregate_scores]
     best = result.best_idx
-    seed_score, best_score = scores[0], scores[best]
+    seed_score = scores[0] if served_val is None else served_val
+    best_score = scores[best]
     notes.update(
         {
             "gepa_metric_calls": result.total_metric_calls,
@@ -311,7 +458,8 @@ def _candidates(
         }
     )
     candidate: dict[str, str] = result.candidates[best]
-    if best_score <= seed_score or not (layout.changed(candidate) or layout.seeded):
+    changed = layout.changed(candidate) or layout.seeded or layout.added
+    if best_score <= seed_score or not changed:
         notes["result"] = (
             f"no candidate beat the seed on val ({seed_score:.3f}); nothing to propose"
         )
