@@ -42,7 +42,8 @@ How the assistant did on some tasks with it:
 
 {examples}
 
-Write a better instruction that fixes the problems the feedback shows. Keep what works. \
+Write a better instruction that fixes what the user and the feedback point out. \
+Keep what works. \
 It must help with any task like these, so do not copy one task's answer into it.
 {ask}"""
 
