@@ -18,10 +18,9 @@ from reef_cli.core import scenarios
 from reef_cli.core.evidence import Feedback, SessionEvidence
 from reef_cli.core.llm import ModelClient
 from tests.fakes.upstream import Turn as Reply
-from tests.recipes.skillclaw.test_skillclaw import (  # noqa: F401  (claw: a fixture)
+from tests.recipes.skillclaw.test_skillclaw import (
     MARKER,
     Claw,
-    claw,
     demo,
     releases,
     run,
