@@ -69,7 +69,9 @@ def evolve(
     max_metric_calls: Annotated[
         int | None,
         typer.Option(
-            "--max-metric-calls", help="gepa: task runs the search may spend [default: 150]."
+            "--max-metric-calls",
+            help="gepa: task runs the search may spend [default: 15 x the val tasks, as the "
+            "time limit allows].",
         ),
     ] = None,
     seed: Annotated[
