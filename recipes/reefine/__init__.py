@@ -1,18 +1,26 @@
 """Reefine: one plain-language ask -> one typed, tested change to the harness.
 
-ask -> (up to two clarifying questions) -> the model drafts a typed change -> validated
-and applied to a copy of the served tree -> a probe task for the trial, and the text the
-recorded request must contain to show the change loaded. The engine runs the trial and
-the gate and publishes.
+ask -> (up to two clarifying questions) -> the model drafts a typed change -> validated,
+trimmed of actions the ask did not name (``scope``) and applied to a copy of the served
+tree -> a probe task for the trial, and the text the recorded request must contain to show
+the change loaded. The engine runs the trial and the gate, then asks the recipe's
+``follow`` check (``follow``: is the change followed on check prompts, compared with the
+served release?) and publishes.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from recipes.base import Candidate, Context
+from recipes.reefine import follow
 from recipes.reefine.draft import Draft, apply_draft, draft_change
+from recipes.reefine.scope import trim_draft
 from recipes.tasks import TaskSet
 from reef_cli.core.asks import check_ask, clarified
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits
+from reef_cli.core.gate import Check
+from reef_cli.core.llm import ModelClient
 from reef_cli.core.tree import HarnessTree, parse_files
 
 
@@ -50,15 +58,14 @@ def probe_for(draft: Draft, ask: str) -> tuple[str, list[str]]:
 
 TOKENS_PER_CALL = 4000
 SECONDS_PER_CALL = 15.0
+FOLLOW_CALLS = follow.CALLS + 4  # the follow check's calls, and a few verdict retries
 
 
-def limits_for(tasks: TaskSet | None) -> BudgetLimits | None:
-    """None without tasks (the defaults); with them, the defaults plus every test task x
+def limits_for(tasks: TaskSet | None) -> BudgetLimits:
+    """The defaults plus the follow check's calls; with tasks, plus every test task x
     repeats on both trees, twice over (a run may be retried or judge-scored)."""
-    if tasks is None:
-        return None
-    runs = len(tasks.split("test")) * tasks.repeats * 2
-    calls = (DEFAULT_LIMITS.calls or 0) + 2 * runs
+    runs = len(tasks.split("test")) * tasks.repeats * 2 if tasks is not None else 0
+    calls = (DEFAULT_LIMITS.calls or 0) + FOLLOW_CALLS + 2 * runs
     return BudgetLimits(
         calls=calls,
         tokens=max(DEFAULT_LIMITS.tokens or 0, calls * TOKENS_PER_CALL),
@@ -72,8 +79,9 @@ class Reefine:
     requires_tasks = False
 
     def limits(self, tasks: TaskSet | None) -> BudgetLimits | None:
-        """The defaults fit a draft, a redraft, two judges and a trial; a task set adds
-        the gate's paired evaluation of its test split, sized as GEPA sizes it."""
+        """The defaults fit a draft, a redraft, two judges and a trial; the follow check
+        adds its calls, a task set the gate's paired evaluation of its test split, sized
+        as GEPA sizes it."""
         return limits_for(tasks)
 
     def settle(self, ctx: Context, state: str) -> None:
@@ -93,8 +101,39 @@ class Reefine:
             previous: Draft | None = Draft.model_validate(candidate.evidence.get("draft"))
         except ValueError:
             previous = None
+        trimmed = (candidate.evidence.get("scope") or {}).get("trimmed") or []
+        if trimmed:  # so the redraft does not add them again
+            actions = sorted({a for t in trimmed for a in t["actions"]})
+            reasons = [
+                f"scope: it added actions the request did not name ({', '.join(actions)}); "
+                "leave them out",
+                *reasons,
+            ]
         ctx.progress("drafting again with the quality gate's reasons", 0.3)
         return [self._candidate(ctx, ask, reasons, previous)]
+
+    def follow(
+        self, ctx: Context, candidate: Candidate, judge: ModelClient
+    ) -> tuple[Check, dict[str, Any]]:
+        """The gate's follow check (``follow.follow_check``): the candidate against the
+        served release on check prompts from the ask. Extension code is not text a model
+        reads: it is left to a person's review (``pending``), with no call made."""
+        draft = Draft.model_validate(candidate.evidence["draft"])
+        if draft.kind == "extension":
+            detail = "not run: extension code is not text a model reads; a person reviews it"
+            return Check("follow", "pending", detail), {"prompts": 0}
+        served = f"r{ctx.incumbent_release}" if ctx.incumbent_release else "the empty tree"
+        prompts = follow.check_prompts(candidate.reason, draft)
+        ctx.progress(f"follow check: {len(prompts)} check prompt(s), {served} vs the change", 0.5)
+        return follow.follow_check(
+            ctx.model,
+            judge,
+            candidate.reason,
+            ctx.incumbent or HarnessTree().files(),
+            candidate.files,
+            prompts,
+            served_label=served,
+        )
 
     def _candidate(
         self,
@@ -104,8 +143,22 @@ class Reefine:
         previous: Draft | None = None,
     ) -> Candidate:
         base = ctx.incumbent or HarnessTree().files()
-        draft = draft_change(ctx.model, ask, _summary(base), feedback=feedback, previous=previous)
+        drafted = draft_change(ctx.model, ask, _summary(base), feedback=feedback, previous=previous)
+        scope = trim_draft(drafted, ask)
+        if scope.empty:  # the outcome shows the draft and what was cut from it
+            ctx.notes.update(
+                {
+                    "ask": ask,
+                    "draft": drafted.model_dump(),
+                    "scope": scope.to_json(),
+                    "model": ctx.model.describe(),
+                }
+            )
+            raise scope.refusal()
+        draft = scope.draft
         files, change = apply_draft(base, draft)
+        if scope.note():
+            change.summary += f" ({scope.note()})"
         probe, expect = probe_for(draft, ask)
         return Candidate(
             files=files,
@@ -113,5 +166,5 @@ class Reefine:
             changes=[change],
             probe=probe,
             expect_in_request=expect,
-            evidence={"ask": ask, "draft": draft.model_dump()},
+            evidence={"ask": ask, "draft": draft.model_dump(), "scope": scope.to_json()},
         )

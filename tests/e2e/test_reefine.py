@@ -23,7 +23,7 @@ from reef_cli.core.publishing import publish_files
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import starter_tree
 from tests.e2e import agent_rig
-from tests.fakes.scripted import Scripted, draft_json
+from tests.fakes.scripted import FOLLOWED, Scripted, draft_json
 from tests.fakes.upstream import Turn
 
 pytestmark = agent_rig.needs("pi", "pi")  # the recipe's default agent
@@ -38,6 +38,7 @@ def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adap
     publish_files("demo", starter_tree().files(), reason="start")
     scripted.push(draft_json())  # the draft; the agent's own request then gets the default answer
     scripted.push_judge(0.9, 0.8)  # the quality gate's judge: the draft, then the answer
+    scripted.push_follow(*FOLLOWED)  # the follow check's verdicts: served no, change yes
     outcome = engine.evolve(
         engine.EvolveRequest(
             scenario=scenario,
@@ -45,7 +46,7 @@ def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adap
             adapter=adapter,
             model="openai/scripted",
             api_base=scripted.api_base,
-            limits=BudgetLimits(calls=10),
+            limits=BudgetLimits(calls=22),
         )
     )
     assert outcome.state == "published", outcome.message
@@ -70,8 +71,9 @@ def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adap
     meta = scenarios.get("demo").chain().get(outcome.release).meta.model_dump()
     assert meta["trial"]["receipts"] == trial["receipts"]
     assert meta["agent"]["name"] == adapter
-    assert meta["budget"]["calls"] >= 4  # the draft, the agent's own call(s), two judgements
-    assert meta["budget"]["calls"] <= 10
+    # the draft, the agent's own call(s), two judgements, the follow check's 12
+    assert meta["budget"]["calls"] >= 4 + 12
+    assert meta["budget"]["calls"] <= 22
     # the judge saw the agent's real answer, and every check's numbers are in the verdict
     _, answer_judged = scripted.judge_calls()
     assert "I will write a failing test first." in json.dumps(answer_judged.body)
@@ -79,6 +81,7 @@ def test_reefine_trials_the_chosen_agent_in_the_sandbox(scripted: Scripted, adap
     assert checks["answer-follows-ask"]["status"] == "passed"
     assert "score 0.80" in checks["judge-answer"]["detail"]
     assert checks["trial"]["status"] == "passed"
+    assert checks["follow"]["status"] == "passed" and meta["follow"]["wins"] == 3
 
 
 def _free_port() -> int:
@@ -121,6 +124,7 @@ def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
     )
     scripted.fake.default = Turn(text="I will explain the root cause first, then the fix.")
     scripted.push_judge(0.9, 0.9)
+    scripted.push_follow(*FOLLOWED)
     bin_dir = Path(sys.executable).parent
     try:
         done = subprocess.run(
@@ -163,6 +167,7 @@ def test_reef_evolve_adapter_codex_publishes_a_release_whose_trial_names_codex(
     publish_files("demo", starter_tree().files(), reason="start")
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.8)
+    scripted.push_follow(*FOLLOWED)
     env = {**os.environ, "REEF_MODEL": "openai/scripted", "REEF_API_BASE": scripted.api_base}
     done = subprocess.run(
         [sys.executable, "-m", "reef_cli", "evolve", ASK, "-s", "demo", "-a", "codex", "-y"],
@@ -226,8 +231,9 @@ def test_quickstart_on_the_embedded_model(reef_home: Path) -> None:
     failed = [c for c in quality.check_written(ASK, written) if c.status != "passed"]
     assert failed == [], failed
     checks = {c["name"]: c["status"] for c in meta["gate"]["checks"]}
-    for name in ("judge-draft", "trial", "answer-follows-ask", "judge-answer"):
+    for name in ("judge-draft", "trial", "answer-follows-ask", "judge-answer", "follow"):
         assert checks[name] == "passed", (name, checks)
+    assert "push to the repository" not in files[change["path"]]  # no action the ask lacks
 
 
 def test_the_wall_time_budget_stops_a_running_agent(scripted: Scripted) -> None:

@@ -40,6 +40,24 @@ def is_judge_request(body: dict[str, Any]) -> bool:
     return first.get("role") == "system" and first.get("content") == JUDGE_SYSTEM
 
 
+def is_follow_request(body: dict[str, Any]) -> bool:
+    """A follow-check verdict call (``recipes.reefine.follow``), told apart by its system
+    prompt, so tests script the verdicts apart from the answers (the main script)."""
+    from recipes.reefine.follow import FOLLOW_SYSTEM
+
+    messages = body.get("messages") or []
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    return first.get("role") == "system" and first.get("content") == FOLLOW_SYSTEM
+
+
+def follows(yes: bool, reason: str = "scripted") -> str:
+    return json.dumps({"follows": yes, "reason": reason})
+
+
+# Reefine's follow check, per check prompt: the served tree's verdict, then the change's.
+FOLLOWED = (False, True) * 3  # 3 wins: the change is followed
+
+
 class Scripted:
     def __init__(self) -> None:
         self.fake = FakeUpstream(
@@ -47,13 +65,34 @@ class Scripted:
         )
         self.server = ServerThread(self.fake.app, timeout_graceful_shutdown=1)
         self._judge: deque[Turn] = deque()
+        self._follow: deque[Turn] = deque()
         self._lock = threading.Lock()
 
     def _choose(self, _path: str, body: dict[str, Any]) -> Turn | None:
-        if not is_judge_request(body):
+        queue = (
+            self._judge
+            if is_judge_request(body)
+            else self._follow
+            if is_follow_request(body)
+            else None
+        )
+        if queue is None:
             return None
         with self._lock:
-            return self._judge.popleft() if self._judge else None  # None: the main script
+            return queue.popleft() if queue else None  # None: the main script
+
+    def push_follow(self, *verdicts: bool | str) -> None:
+        """Answers for the follow check's verdict calls, in order (a bool: that verdict; a
+        string: the raw answer); ``FOLLOWED`` passes it. With none left, the main script."""
+        with self._lock:
+            self._follow.extend(
+                Turn(text=v if isinstance(v, str) else follows(v)) for v in verdicts
+            )
+
+    def follow_calls(self) -> list[Any]:
+        return [
+            e for e in self.inference() if isinstance(e.body, dict) and is_follow_request(e.body)
+        ]
 
     def push_judge(self, *scores: float | str) -> None:
         """Answers for the judge's calls, in order (a float: a judgement with that score;

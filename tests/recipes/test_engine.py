@@ -3,7 +3,8 @@
 The runner stands in for the agent (pi in the sandbox — exercised for real in
 tests/e2e/test_reefine.py) so these tests can fix each trial, its answer and task score.
 The quality gate's judge calls are scripted apart (``scripted.push_judge``): one for the
-draft, one for the trial's answer.
+draft, one for the trial's answer; so are the follow check's verdicts (``push_follow``),
+whose answers take the main script's default.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
-from tests.fakes.scripted import Scripted, draft_json
+from tests.fakes.scripted import FOLLOWED, Scripted, draft_json
 from tests.fakes.upstream import Turn
 
 ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
@@ -103,6 +104,7 @@ def run(
 def test_publishes_with_ask_rationale_and_trial_evidence(scenario: str, scripted: Scripted) -> None:
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.8)
+    scripted.push_follow(*FOLLOWED)
     outcome = run(scripted)
     assert outcome.state == "published" and outcome.release == 2
     release = scenarios.get("demo").chain().get(2)
@@ -125,6 +127,7 @@ def test_publishes_with_ask_rationale_and_trial_evidence(scenario: str, scripted
         "trial",
         "answer-follows-ask",
         "judge-answer",
+        "follow",
         "budget",
     ]
     assert all(c["status"] == "passed" for c in checks.values())
@@ -138,11 +141,12 @@ def test_publishes_with_ask_rationale_and_trial_evidence(scenario: str, scripted
     assert "reef-e2e-7c1d" in files["rules/failing-test-first.md"]
     # the scripted model got a few-shot prompt with the ask, asking for JSON; the judge
     # calls count against the budget like the draft
-    request, *judged = scripted.inference()
+    request, *_ = scripted.inference()
     assert ASK in json.dumps(request.body) and "response_format" in request.body
-    assert judged == scripted.judge_calls() and len(judged) == 2
-    assert ANSWER in json.dumps(judged[1].body)
-    assert meta["budget"]["calls"] == 3
+    judged = scripted.judge_calls()
+    assert len(judged) == 2 and ANSWER in json.dumps(judged[1].body)
+    assert meta["follow"]["wins"] == 3 and len(scripted.follow_calls()) == 6
+    assert meta["budget"]["calls"] == 3 + 12  # and the follow check: 3 x (2 answers, 2 verdicts)
 
 
 def test_failed_trial_publishes_nothing(scenario: str, scripted: Scripted) -> None:
@@ -177,6 +181,7 @@ def test_only_a_win_on_paired_evaluation_publishes(
 ) -> None:
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)
+    scripted.push_follow(*FOLLOWED)
     outcome = run(scripted, runner=StandIn(scores=scores), tasks=tasks())
     assert outcome.state == state
     assert releases() == ([1, 2] if state == "published" else [1])
@@ -191,6 +196,7 @@ def test_flaky_evaluator_is_invalid_not_published(scenario: str, scripted: Scrip
     scores = {f"t{i}": {"candidate": lambda: next(flips), "incumbent": 0.0} for i in range(6)}
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)
+    scripted.push_follow(*FOLLOWED)
     outcome = run(scripted, runner=StandIn(scores=scores), tasks=tasks())
     assert outcome.state == "invalid"
     assert releases() == [1]
@@ -204,6 +210,7 @@ def test_protected_task_regression_vetoes(scenario: str, scripted: Scripted) -> 
     assert unprotected.status == "passed"  # 9 wins, 1 loss: a win overall…
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)
+    scripted.push_follow(*FOLLOWED)
     outcome = run(scripted, runner=StandIn(scores=scores), tasks=tasks(n=10, protected=True))
     assert outcome.state == "rejected" and "veto" in outcome.message  # …vetoed by t0
     assert releases() == [1]
@@ -399,11 +406,12 @@ def test_a_junk_first_draft_and_a_good_second_one_publishes(
 ) -> None:
     scripted.push(JUNK, draft_json())
     scripted.push_judge(0.9, 0.9)
+    scripted.push_follow(*FOLLOWED)
     outcome = run(scripted)
     assert outcome.state == "published", outcome.message
     meta = scenarios.get("demo").chain().get(2).meta.model_dump()
     assert meta["quality"]["drafts"] == 2
-    assert meta["budget"]["calls"] == 4  # two drafts, two judgements
+    assert meta["budget"]["calls"] == 4 + 12  # two drafts, two judgements, the follow check
 
 
 def test_a_draft_the_judge_scores_low_is_rejected(scenario: str, scripted: Scripted) -> None:
@@ -418,6 +426,7 @@ def test_a_draft_the_judge_scores_low_is_rejected(scenario: str, scripted: Scrip
 def test_the_threshold_is_configurable(scenario: str, scripted: Scripted) -> None:
     scripted.push(draft_json())
     scripted.push_judge(0.3, 0.3)
+    scripted.push_follow(*FOLLOWED)
     outcome = run(scripted, judge_threshold=0.25)
     assert outcome.state == "published", outcome.message
 
@@ -469,6 +478,7 @@ def test_a_command_asked_by_name_is_that_command(scenario: str, scripted: Script
         )
     )
     scripted.push_judge(0.9, 0.9)
+    scripted.push_follow(*FOLLOWED)
     runner = StandIn(answer="Here is the changelog from the git log since v1.2: ...")
     outcome = run(scripted, ask=ask, runner=runner)
     assert outcome.state == "published", outcome.message
@@ -493,11 +503,13 @@ def test_a_configured_judge_is_used_and_charged_to_the_job(
     assert engine.judge_client(Settings(), model) is model
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)
+    scripted.push_follow(*FOLLOWED)
     outcome = run(scripted, model=model, judge=judge)
     assert outcome.state == "published", outcome.message
     assert {e.body["model"] for e in scripted.judge_calls()} == {"judge-model"}
+    assert {e.body["model"] for e in scripted.follow_calls()} == {"judge-model"}
     assert outcome.evidence["judge"]["model"] == f"openai/judge-model at {scripted.api_base}"
-    assert outcome.evidence["budget"]["calls"] == 3
+    assert outcome.evidence["budget"]["calls"] == 3 + 12
 
 
 def test_judge_calls_count_against_the_call_budget(scenario: str, scripted: Scripted) -> None:

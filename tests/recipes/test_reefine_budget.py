@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from recipes import engine
+from recipes.reefine import FOLLOW_CALLS
 from recipes.tasks import DirectRunner, Task, TaskSet
 from reef_cli.core import scenarios
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
@@ -16,7 +17,7 @@ from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import runner
-from tests.fakes.scripted import Scripted, draft_json
+from tests.fakes.scripted import FOLLOWED, Scripted, draft_json
 from tests.recipes.test_engine import ASK, StandIn
 
 TEST_TASKS = 8
@@ -48,7 +49,8 @@ def test_reefine_sizes_its_budget_from_the_tasks_and_finishes_the_evaluation(
 ) -> None:
     tasks = eight_tasks()
     recipe = engine.recipe_named("reefine")
-    assert recipe.limits(None) is None  # no tasks: the defaults, as before
+    bare = recipe.limits(None)  # no tasks: the defaults and the follow check's calls
+    assert bare is not None and bare.calls == (DEFAULT_LIMITS.calls or 0) + FOLLOW_CALLS
     limits = resolve_limits(None, recipe.limits(tasks))
     runs = TEST_TASKS * tasks.repeats * 2  # both trees
     assert limits.calls is not None and limits.calls >= (DEFAULT_LIMITS.calls or 0) + runs
@@ -58,6 +60,7 @@ def test_reefine_sizes_its_budget_from_the_tasks_and_finishes_the_evaluation(
     )
     scripted.push(draft_json())
     scripted.push_judge(0.9, 0.9)  # the draft's judge and the trial answer's
+    scripted.push_follow(*FOLLOWED)
     outcome = engine.run(
         scenario,
         recipe,
@@ -72,7 +75,8 @@ def test_reefine_sizes_its_budget_from_the_tasks_and_finishes_the_evaluation(
     assert "no significant improvement" in outcome.message
     assert outcome.evidence["evaluation"]["numbers"]["tasks"] == TEST_TASKS
     used = outcome.evidence["budget"]["calls"]
-    assert used == 3 + runs == len(scripted.inference())  # draft, two judges, every run
+    # draft, two judges, the follow check (3 prompts x 2 answers, 2 verdicts), every run
+    assert used == 3 + 12 + runs == len(scripted.inference())
     assert used <= limits.calls
 
 
