@@ -163,6 +163,15 @@ def _cross_check(persona: Persona, where: str) -> None:
                 "add items or lower train/heldout",
                 field="prompts.items",
             )
+        first: dict[str, int] = {}  # a repeated prompt could land in train and held-out both
+        for i, item in enumerate(items):
+            seen = first.setdefault(" ".join(item.prompt.split()), i)
+            if seen != i:
+                raise PersonaInvalid(
+                    f"{where}: prompts.items[{i}].prompt: repeats prompts.items[{seen}]",
+                    "give each prompt once",
+                    field=f"prompts.items[{i}].prompt",
+                )
         needs_gold = any(c.correct for c in (*persona.checks, *persona.lenient))
         missing = [i for i, item in enumerate(items) if needs_gold and item.answer is None]
         if missing:
