@@ -221,6 +221,13 @@ class Store(ABC):
     def scored_sessions(self, scenario: str) -> int:
         """Sessions of ``scenario`` with a scored report: no count can find more eligible."""
 
+    @abstractmethod
+    def session_scores(self, scenario: str, *, limit: int) -> builtins.list[dict[str, Any]]:
+        """The newest ``limit`` sessions of ``scenario`` with a scored report, oldest first:
+        ``{"session", "first_at", "score", "reports"}`` — the key ``evidence.collect``
+        gives it, its first record's time, the mean of its reports' scores (each report
+        once) and how many there are. For the release page's accept curve: no bodies read."""
+
     # ------------------------------------------------------------ jobs and marks
 
     @abstractmethod

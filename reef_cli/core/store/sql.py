@@ -378,6 +378,36 @@ class SQLStore(Store):
         )
         return int(row["n"] or 0) if row else 0
 
+    def session_scores(self, scenario: str, *, limit: int) -> builtins.list[dict[str, Any]]:
+        rows = self._rows(
+            """SELECT skey, MIN(at) AS first_at, AVG(score) AS score, COUNT(*) AS reports
+               FROM (SELECT DISTINCT
+                       CASE WHEN r.session_id IS NOT NULL THEN 'session:' || r.session_id
+                            ELSE 'record:' || r.id END AS skey,
+                       p.id AS report_id, p.score AS score,
+                       CASE WHEN r.session_id IS NULL THEN r.created_at
+                            ELSE (SELECT MIN(o.created_at) FROM records o
+                                  WHERE o.session_id = r.session_id AND o.scenario = r.scenario
+                                    AND o.state != 'streaming') END AS at
+                     FROM reports p
+                     JOIN report_refs rr ON rr.report_id = p.id
+                     JOIN records r ON r.id = rr.record_id
+                     WHERE p.scenario = ? AND p.score IS NOT NULL
+                       AND r.scenario = ? AND r.state != 'streaming') scored
+               GROUP BY skey ORDER BY first_at DESC, skey DESC LIMIT ?""",
+            (scenario, scenario, limit),
+        )
+        out = [
+            {
+                "session": row["skey"],
+                "first_at": row["first_at"],
+                "score": float(row["score"]),
+                "reports": int(row["reports"]),
+            }
+            for row in rows
+        ]
+        return out[::-1]
+
     # ------------------------------------------------------------ retention
 
     def sizes(self) -> builtins.list[ScenarioSize]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
@@ -217,6 +218,28 @@ def test_the_live_loop_queries(store: Store) -> None:
     assert store.probe("s") != after_records
     store.upsert_harvested([harvest()])
     assert store.probe("s")[2][0] == 1
+
+
+def test_session_scores_mean_each_sessions_reports_once_in_its_scenario(store: Store) -> None:
+    early = rec(0, session_id="x", state="streaming")  # not finished: not the first record
+    elsewhere = rec(0, scenario="t", session_id="x")  # the same session id, another scenario
+    a, b, c, d = rec(1, session_id="x"), rec(2, session_id="x"), rec(3), rec(4, session_id="y")
+    store.insert_many([early, elsewhere, a, b, c, d])
+    store.put_report(report_row([a.id, b.id], score=1.0))  # two receipts, one session: once
+    store.put_report(report_row([b.id], score=0.0))
+    store.put_report(report_row([c.id], score=None))  # text only: no score
+    store.put_report(report_row([c.id], score=1.0))
+    store.put_report(report_row([early.id], score=0.0))  # on the stream only: not counted
+    store.put_report(replace(report_row([d.id], score=0.0), scenario="t"))  # another scenario
+    store.put_report(replace(report_row([elsewhere.id], score=0.0), scenario="t"))
+    assert store.session_scores("s", limit=10) == [
+        {"session": "session:x", "first_at": a.created_at, "score": 0.5, "reports": 2},
+        {"session": f"record:{c.id}", "first_at": c.created_at, "score": 1.0, "reports": 1},
+    ]
+    assert [s["session"] for s in store.session_scores("s", limit=1)] == [f"record:{c.id}"]
+    assert store.session_scores("t", limit=10) == [
+        {"session": "session:x", "first_at": elsewhere.created_at, "score": 0.0, "reports": 1},
+    ]  # y's report names scenario t, but its record is in s: neither shows it
 
 
 # ------------------------------------------------------------------ jobs, marks, locks
