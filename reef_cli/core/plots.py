@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from reef_cli.core.feedback_curve import Point, ReleaseMark
+
 INSTALL = "pip install 'reef[tasks]'"
 SCORE = "#1f6feb"
 LENIENT = "#d97706"
@@ -230,3 +232,49 @@ def learn_plot(result: dict[str, Any], path: Path) -> Path:
     right.legend(loc="upper left", fontsize=8)
     path.write_bytes(_png(fig))
     return path
+
+
+def feedback_plot(points: list[Point], releases: list[ReleaseMark], this_release: int) -> bytes:
+    """The release page's accept curve as a PNG: each reported session's score (green:
+    accepted), the running mean of the last three, a line where each release went live
+    and this page's release drawn heavier."""
+    from reef_cli.core.feedback_curve import running_mean
+
+    fig = _figure(9.0, 3.8)
+    ax = fig.add_subplot()
+    xs = [p.index for p in points]
+    scores = [p.score for p in points]
+    ax.plot(xs, scores, color=INCUMBENT, alpha=0.3, lw=1)
+    size = 22 if len(points) > 100 else 36
+    for accepted, colour, label in (
+        (True, CANDIDATE, "accepted"),
+        (False, "#dc2626", "not accepted"),
+    ):
+        shown = [p for p in points if p.accepted is accepted]
+        if shown:
+            where = [p.index for p in shown]
+            ax.scatter(where, [p.score for p in shown], color=colour, s=size, zorder=3, label=label)
+    ax.plot(xs, running_mean(scores), color=SCORE, lw=2, label="mean of the last 3 sessions")
+    for mark in releases:
+        at = mark.after + 0.5
+        this = mark.this or mark.number == this_release
+        colour = LENIENT if this else INCUMBENT
+        ax.axvline(at, color=colour, ls="-" if this else "--", lw=2.5 if this else 1, zorder=2)
+        label = f"r{mark.number}" + (" (this page)" if this else "")
+        ax.annotate(
+            label,
+            (at, 1.1),
+            ha="center",
+            color=colour,
+            fontsize=8,
+            fontweight="bold" if this else "normal",
+            bbox={"fc": "white", "ec": "none", "pad": 1},
+            zorder=4,
+        )
+    _score_axis(ax, 0.0, 1.15)
+    ax.set_xlim(0, max(len(points), 1) + 1)
+    ax.set_xlabel(f"reported session, in the order it began (n={len(points)})")
+    ax.set_ylabel("score (1 = accepted)")
+    ax.set_title(f"Feedback from use, with r{this_release} and the releases around it", fontsize=10)
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    return _png(fig)
