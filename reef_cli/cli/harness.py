@@ -330,7 +330,8 @@ def page(
     ] = None,
 ) -> None:
     """Write one release as a self-contained HTML page: why, changes, verdict, evaluation
-    (with its plot), trial and chain; open it in any browser, no network needed."""
+    (with its plot), feedback (the accept curve around it), trial and chain; open it in
+    any browser, no network needed."""
     from reef_cli.cli._output import console
     from reef_cli.core import scenarios
     from reef_cli.core.release_page import render_page

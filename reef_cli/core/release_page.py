@@ -1,8 +1,9 @@
 """A release as one self-contained HTML page: why it exists, what changed, the verdict,
-the evaluation (with its plot), the trial and where it sits in the chain.
+the evaluation (with its plot), the feedback from use around it (the accept curve), the
+trial and where it sits in the chain.
 
 For `reef harness page N` and `GET /reef/harness/releases/{n}/page`. The page needs
-nothing outside itself: CSS inline, the plot an inline ``data:`` PNG, no script, no link
+nothing outside itself: CSS inline, the plots inline ``data:`` PNGs, no script, no link
 to anywhere but its own sections; a Content-Security-Policy says so to the browser.
 Everything a release holds was written by a model or a person and is escaped.
 """
@@ -12,14 +13,18 @@ from __future__ import annotations
 import base64
 import json
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reef_cli.core import proposals, scenarios
 from reef_cli.core.diff import FileDiff, diff_trees, line_kind
-from reef_cli.core.errors import ExtraMissing
+from reef_cli.core.errors import ExtraMissing, ReefError
 from reef_cli.core.releases import Release
 
-SECTIONS = ("why", "changes", "verdict", "evaluation", "trial", "chain")
+if TYPE_CHECKING:
+    from reef_cli.core.feedback_curve import FeedbackCurve, Side
+    from reef_cli.core.store.base import Store
+
+SECTIONS = ("why", "changes", "verdict", "evaluation", "feedback", "trial", "chain")
 AROUND = 3  # releases shown either side of this one in the chain section
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -236,6 +241,76 @@ def _evaluation(evaluation: Any) -> str:
     return body + f'<img class="plot" alt="{alt}" src="data:image/png;base64,{data}">'
 
 
+def _side(side: Side) -> str:
+    if side.share is None:
+        return "none"
+    return f"{side.accepted} of {side.sessions} accepted ({side.share:.0%})"
+
+
+def _feedback_table(curve: FeedbackCurve) -> str:
+    tag = f"r{curve.this_release}"
+    if curve.live_at is None:
+        return (
+            f'<p class="note">{_e(tag)} never went live (it was published pending and '
+            "not promoted): no sessions before or after it.</p>"
+        )
+    via = f" (through r{curve.live_as})" if curve.live_as != curve.this_release else ""
+    if curve.adaptation is not None:
+        adapted = f"{curve.adaptation} (the first of three accepted sessions in a row)"
+    else:
+        adapted = "not yet (no three accepted sessions in a row after it)"
+    rows = [
+        (f"went live{via}", curve.live_at),
+        (f"sessions before {tag}", _side(curve.before)),
+        (f"sessions after {tag}", _side(curve.after)),
+        ("sessions to adaptation", adapted),
+    ]
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f"<table>{cells}</table>"
+
+
+def _feedback(store: Store | None, name: str, releases: list[Release], number: int) -> str:
+    """The scenario's reported sessions around this release: the curve and the split."""
+    from reef_cli.core.feedback_curve import LIMIT, feedback_curve
+
+    try:
+        if store is not None:
+            curve = feedback_curve(store, name, releases, number)
+        else:
+            from reef_cli.core.store import open_store
+
+            opened = open_store()
+            try:
+                curve = feedback_curve(opened, name, releases, number)
+            finally:
+                opened.close()
+    except ReefError as exc:
+        return f'<p class="note">No feedback shown: {_e(exc.one_line())}</p>'
+    if not curve.points:
+        return (
+            f'<p class="note">There are no reported sessions yet in {_e(name)}: a session '
+            "shows here once a report (POST /reef/report, or reef report) gives it a "
+            "score.</p>"
+        )
+    shown = f"the newest {LIMIT} " if curve.limited else ""
+    body = (
+        f"<p>Scores of {shown}{len(curve.points)} reported session(s) of {_e(name)}, in the "
+        "order each began (a session's score is the mean of its reports; 1 = accepted), "
+        "and the releases that went live among them.</p>"
+    )
+    from reef_cli.core.plots import feedback_plot
+
+    try:
+        png = feedback_plot(curve.points, curve.releases, number)
+    except ExtraMissing as exc:
+        body += f'<p class="note">No plot: {_e(exc.one_line())}</p>'
+    else:
+        data = base64.b64encode(png).decode("ascii")
+        alt = "each reported session's score over time, with a line where each release went live"
+        body += f'<img class="plot" alt="{alt}" src="data:image/png;base64,{data}">'
+    return body + _feedback_table(curve)
+
+
 def _trial(trial: Any) -> str:
     if not isinstance(trial, dict):
         return (
@@ -317,8 +392,11 @@ def _chain(
     return body + "</table>"
 
 
-def render_page(scenario: scenarios.Scenario | str, number: int) -> str:
-    """The page of release ``number`` of ``scenario`` (``ReleaseNotFound`` if none)."""
+def render_page(
+    scenario: scenarios.Scenario | str, number: int, *, store: Store | None = None
+) -> str:
+    """The page of release ``number`` of ``scenario`` (``ReleaseNotFound`` if none); the
+    feedback section reads ``store`` (None: it opens the configured one)."""
     found_in = scenario if isinstance(scenario, scenarios.Scenario) else scenarios.get(scenario)
     chain = found_in.chain()
     release = chain.get(number)
@@ -338,6 +416,7 @@ def render_page(scenario: scenarios.Scenario | str, number: int) -> str:
         _section("changes", "What changed", _changes(previous, old, new, release.tag)),
         _section("verdict", "The gate's verdict", _verdict(meta.get("gate") or {})),
         _section("evaluation", "Evaluation", _evaluation(meta.get("evaluation"))),
+        _section("feedback", "Feedback from use", _feedback(store, name, releases, number)),
         _section("trial", "Trial", _trial(meta.get("trial"))),
         _section("chain", "In the release chain", _chain(releases, release, served, name, states)),
     ]

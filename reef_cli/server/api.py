@@ -332,13 +332,14 @@ def make_router() -> APIRouter:
         grant: Grant = Depends(grant_of),
     ) -> HTMLResponse:
         """One release as a self-contained HTML page: why, changes, verdict, evaluation
-        (with its plot), trial and chain. No script, no external resource."""
+        (with its plot), feedback (the accept curve), trial and chain. No script, no
+        external resource."""
         from reef_cli.core.release_page import CSP, render_page
 
         name = scenario or request.app.state.config.default_scenario
         check_name("scenario", name)
         allow(grant, name)
-        html = render_page(scenarios.get(name), n)
+        html = render_page(scenarios.get(name), n, store=request.app.state.store)
         return HTMLResponse(html, headers={"content-security-policy": CSP})
 
     return router

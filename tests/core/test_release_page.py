@@ -18,8 +18,10 @@ from reef_cli.core.errors import ReleaseNotFound
 from reef_cli.core.gate import Check
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.release_page import SECTIONS, render_page
+from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import reef, reef_fails
+from tests.core.test_feedback_curve import session
 
 HOSTILE = '<script>alert("r")</script><img src=x onerror=alert(1)>'
 ASK = "when I ask for a fix, write a failing test first"
@@ -156,6 +158,8 @@ def test_plain_publish_page_says_what_it_lacks() -> None:
     chain = section(html, "chain")
     assert "none (the first release)" in chain and "r1 (this page, served)" in chain
     assert "tree" in section(html, "verdict") and "credential-scan" in section(html, "verdict")
+    feedback = section(html, "feedback")
+    assert "no reported sessions yet in demo" in feedback and "<img" not in feedback
 
 
 def test_everything_a_release_holds_is_escaped() -> None:
@@ -215,10 +219,60 @@ def test_neighbours_in_the_chain_and_an_unknown_release() -> None:
 def test_without_matplotlib_the_page_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     publish_plain()
     publish_evaluated()
+    session(SQLiteStore(), "demo", "s1", 1)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    evaluation = section(render_page("demo", 2), "evaluation")
+    html = render_page("demo", 2)
+    evaluation = section(html, "evaluation")
     assert "<img" not in evaluation and "0.833 [0.500, 1.000]" in evaluation
     assert "No plot:" in evaluation and "pip install &#x27;reef[tasks]&#x27;" in evaluation
+    feedback = section(html, "feedback")
+    assert "<img" not in feedback and "1 of 1 accepted (100%)" in feedback
+    assert "No plot:" in feedback and "pip install &#x27;reef[tasks]&#x27;" in feedback
+
+
+def seed_around_r2() -> SQLiteStore:
+    """demo: r1, two reported sessions, r2 (evaluated), four reported sessions."""
+    store = SQLiteStore()
+    publish_plain()
+    session(store, "demo", "a", 0)
+    session(store, "demo", "b", 1)
+    publish_evaluated()
+    for sid, score in (("c", 0), ("d", 1), ("e", 1), ("f", 1)):
+        session(store, "demo", sid, score)
+    return store
+
+
+def test_feedback_section_shows_the_accept_curve_around_the_release() -> None:
+    store = seed_around_r2()
+    html = render_page("demo", 2, store=store)
+    parsed = assert_self_contained(html)
+    assert len(parsed.images) == 2  # the evaluation's and the feedback's
+    feedback = section(html, "feedback")
+    found = re.findall(r'src="data:image/png;base64,([^"]+)"', feedback)
+    assert len(found) == 1
+    png = base64.b64decode(found[0])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert "6 reported session(s) of demo" in feedback
+    for text in (
+        "<th>sessions before r2</th><td>1 of 2 accepted (50%)</td>",
+        "<th>sessions after r2</th><td>3 of 4 accepted (75%)</td>",
+        "<th>sessions to adaptation</th><td>2 (the first of three accepted sessions",
+    ):
+        assert text in feedback, text
+    live = scenarios.get("demo").chain().get(2).meta.created_at
+    assert f"<th>went live</th><td>{live}</td>" in feedback
+    first = section(render_page("demo", 1, store=store), "feedback")
+    assert "<th>sessions before r1</th><td>none</td>" in first
+    assert "<th>sessions after r1</th><td>4 of 6 accepted (67%)</td>" in first
+    assert "<th>sessions to adaptation</th><td>4 (" in first  # d e f: the 4th after r1
+
+
+def test_feedback_reads_the_configured_store_when_none_is_given() -> None:
+    seed_around_r2()
+    scenarios.create("other")
+    session(SQLiteStore(), "other", "a", 0, 0, 0)  # the same session id, another scenario
+    feedback = section(render_page("demo", 2), "feedback")
+    assert "6 reported session(s) of demo" in feedback and "1 of 2 accepted (50%)" in feedback
 
 
 def test_an_invalid_evaluation_has_no_plot() -> None:
