@@ -542,7 +542,14 @@ def _judge(
             return stopped
     if held_out is not None and task_runner is not None:
         progress(f"evaluation: {len(held_out.tasks)} held-out task(s), both trees", 0.55)
-        result = evaluate(candidate.files, ctx.incumbent, held_out, task_runner.run_task, progress)
+        result = evaluate(
+            candidate.files,
+            ctx.incumbent,
+            held_out,
+            task_runner.run_task,
+            progress,
+            incumbent_release=ctx.incumbent_release,
+        )
         checks.append(result.as_check())
         evidence["evaluation"] = {**result.to_json(), "split": how.split}
         if result.status != "passed":

@@ -3,7 +3,9 @@ what the person said.
 
 Each task is a session's first request (``runner: direct``: one model call with the
 tree as the system prompt), scored by a ``judge`` rubric built from the session's
-feedback, and by a lenient measure that vetoes a reply that does no work (fewer than three
+feedback (the incumbent's side is the person's own reported score of the served
+release's recorded answer, when the session was served by the incumbent), and by a
+lenient measure that vetoes a reply that does no work (fewer than three
 words). The sessions an edit cites come first. The gate uses these only when the
 scenario has no task set of its own.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from recipes.skillclaw.guard import holds_credential
 from recipes.skillclaw.signals import Scored
 from recipes.tasks import Task, TaskSet
-from recipes.tasks.model import Scorer
+from recipes.tasks.model import Scorer, Served
 
 MAX_TASKS = 12
 # The lenient measure, the gate's veto: a reply of at least three words. An empty answer,
@@ -36,6 +38,17 @@ def rubric(item: Scored) -> str:
         "when this answer avoids what they complained about and still answers the request; "
         "score 0 when it repeats the problem or leaves the request unanswered."
     )
+
+
+def _served(item: Scored) -> Served | None:
+    """The served release's answer and the person's reported score of it, when both are
+    known: the gate then uses the person's verdict for the incumbent's side."""
+    release, answer = item.session.release, item.answered()
+    if item.source != "reported" or item.score is None or release is None or not answer:
+        return None
+    if holds_credential(answer):
+        return None
+    return Served(release=release, answer=answer[:20_000], score=item.score)
 
 
 def answer_tokens(replayed: list[Scored]) -> int:
@@ -69,6 +82,7 @@ def replay_tasks(scored: list[Scored], cited_first: list[str]) -> TaskSet | None
                 judge=judged_by,
                 split="test",
                 lenient=Scorer(regex=DOES_WORK),
+                served=_served(item),
             )
         )
         sources[task_id] = item.key

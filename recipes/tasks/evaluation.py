@@ -3,6 +3,11 @@
 Each task runs ``repeats`` times on both trees; the scores (and the lenient measure, where
 tasks name one) go to ``core.evaluation.decide``, which returns the verdict and every
 number behind it. A run with no score is an outage: the evaluation is ``invalid``.
+
+A task that carries the served release's recorded answer and the person's score of it
+(``Task.served``, a replay task) is not run on the incumbent when the incumbent is that
+release: the person's own verdict is the incumbent's score — a better measure than a
+judge's, and no call. Its lenient measure is the recorded answer's.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from recipes.tasks.model import Task, TaskSet
-from recipes.tasks.scoring import TaskRun
+from recipes.tasks.scoring import TaskRun, score
 from reef_cli.core.evaluation import Outcome, decide
 
 RunTask = Callable[[dict[str, str], Task], TaskRun]
@@ -42,14 +47,32 @@ def run_side(
     return scores, lenient
 
 
+def reusing(run_task: RunTask, release: int | None) -> RunTask:
+    """``run_task`` for the incumbent: a task the served release ``release`` already
+    answered for a person (``Task.served``) is that answer with the person's score."""
+
+    def run(files: dict[str, str], task: Task) -> TaskRun:
+        served = task.served
+        if served is None or release is None or served.release != release:
+            return run_task(files, task)
+        lenient = None
+        if task.lenient is not None:
+            lenient = score(task.lenient, served.answer, task).score
+        return TaskRun(served.score, served.answer, "the person's own score", lenient=lenient)
+
+    return run
+
+
 def evaluate(
     candidate: dict[str, str],
     incumbent: dict[str, str],
     tasks: TaskSet,
     run_task: RunTask,
     progress: Progress | None = None,
+    incumbent_release: int | None = None,
 ) -> Outcome:
-    """Paired evaluation of two trees on ``tasks`` (all of them: pass the held-out split)."""
+    """Paired evaluation of two trees on ``tasks`` (all of them: pass the held-out split).
+    ``incumbent_release``: the served release's number, whose recorded runs are reused."""
     total = len(tasks.tasks) * tasks.repeats * 2
     done = [0]
 
@@ -65,7 +88,11 @@ def evaluate(
         candidate, tasks.tasks, tasks.repeats, run_task, on_run("candidate")
     )
     inc, inc_lenient = run_side(
-        incumbent, tasks.tasks, tasks.repeats, run_task, on_run("incumbent")
+        incumbent,
+        tasks.tasks,
+        tasks.repeats,
+        reusing(run_task, incumbent_release),
+        on_run("incumbent"),
     )
     lenient = (cand_lenient, inc_lenient) if cand_lenient else None
     return decide(cand, inc, tasks.policy(), lenient=lenient)

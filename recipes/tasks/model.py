@@ -109,6 +109,16 @@ class Scorer(BaseModel):
         return next(k for k in SCORERS if getattr(self, k) is not None)
 
 
+class Served(BaseModel):
+    """The served release's own answer to this task's prompt, as recorded, and the score
+    the person reported for it: the incumbent's run, with no call (``evaluation``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    release: int = Field(ge=1)
+    answer: str = Field(max_length=20_000)
+    score: float = Field(ge=0, le=1)
+
+
 class Task(Scorer):
     id: str = Field(min_length=1, max_length=64)
     prompt: str = Field(min_length=1, max_length=20_000)
@@ -116,6 +126,7 @@ class Task(Scorer):
     files: dict[str, str] = Field(default_factory=dict, max_length=50)
     protected: bool = False  # a protected task may not regress (veto)
     lenient: Scorer | None = None
+    served: Served | None = None  # the incumbent's recorded run (replay tasks)
     # what a person said about an earlier answer to this prompt (a complaint): GEPA's
     # reflection shows it next to the score; no scorer reads it
     feedback: str | None = Field(None, min_length=1, max_length=2000)
