@@ -3,6 +3,8 @@ it: the incumbent's side reuses them (no run) only when the incumbent is that re
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from recipes.tasks import Task, TaskSet, evaluate
 from recipes.tasks.model import Scorer, Served
 from recipes.tasks.scoring import TaskRun
@@ -26,7 +28,7 @@ def tasks(release: int) -> TaskSet:
     )
 
 
-def runner(calls: list[tuple[bool, str]]):  # type: ignore[no-untyped-def]
+def runner(calls: list[tuple[bool, str]]) -> Callable[[dict[str, str], Task], TaskRun]:
     def run(files: dict[str, str], task: Task) -> TaskRun:
         calls.append((files == RULE, task.id))
         return TaskRun(1.0, "a plain reply here", "ok", lenient=1.0)
