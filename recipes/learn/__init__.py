@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -43,7 +45,7 @@ class LearnOptions:
     persona: Persona
     recipe: str = DEFAULT_RECIPE
     sessions: int | None = None  # default: every train prompt of the persona
-    batch_size: int = 5
+    batch_size: int = 6
     home: Path | None = None  # default: a fresh temporary state dir, removed afterwards
     plot: Path | None = None
     command: str = ""
@@ -128,6 +130,8 @@ def run(options: LearnOptions, progress: Progress | None = None) -> dict[str, An
         "batch_size": options.batch_size,
         "state_dir": str(home) if options.home else None,
     }
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if main else None
     try:
         with _state_dir(home) as env:
             result["model"] = describe_model()
@@ -140,6 +144,8 @@ def run(options: LearnOptions, progress: Progress | None = None) -> dict[str, An
             result.update(_evaluate(persona, prompts.heldout, before, after, live, say))
             result["seconds"]["evaluation"] = round(time.monotonic() - scored_at, 1)
     finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         if options.home is None:
             shutil.rmtree(home, ignore_errors=True)
     result["seconds"]["total"] = round(time.monotonic() - began, 1)
@@ -148,6 +154,11 @@ def run(options: LearnOptions, progress: Progress | None = None) -> dict[str, An
 
         result["plot"] = str(learn_plot(result, options.plot))
     return result
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM unwinds like Ctrl-C: the server is stopped and the state dir cleaned."""
+    raise SystemExit(128 + signum)
 
 
 def _start_scenario(name: str) -> dict[str, str]:

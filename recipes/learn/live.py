@@ -2,7 +2,8 @@
 simulated user who talks to it.
 
 The server is the product as a person runs it (``python -m reef_cli serve``, the embedded
-model upstream, ``reef:`` keys in a serve.yaml): nothing here reaches into it. The user is
+model upstream — the configured one, else the embedded one — and the ``reef:`` keys in a
+serve.yaml): nothing here reaches into it. The user is
 a minimal agent: before each session it asks the server which release is served
 (``GET /reef/harness``) and puts that tree in the system prompt, as an agent with the
 release installed would; then one request per session (``x-reef-session``), its checks,
@@ -30,7 +31,10 @@ from recipes.tasks.runners import render_harness
 from reef_cli.core.errors import ServeError
 
 READY_S = 180.0  # the server loads no model before its first request; this is the import
-JOB_WAIT_S = 1200.0  # the longest a live-loop run may take before the bench gives up
+JOB_WAIT_S = 1200.0
+# The server stops itself after this long with no request and no job: a bench killed
+# with SIGKILL (which runs no cleanup) leaves no server behind for long.
+IDLE_EXIT_S = 300  # the longest a live-loop run may take before the bench gives up
 _WORD = re.compile(r"[a-z]{4,}")
 
 
@@ -64,7 +68,7 @@ class LiveServer:
         log = (self.home / "serve.log").open("ab")
         command = [sys.executable, "-m", "reef_cli", "serve", "--port", str(self.port)]
         command += ["--open", "--upstream", "embedded", "--scenario", self.scenario]
-        command += ["-c", str(config)]
+        command += ["-c", str(config), "--idle-exit", str(IDLE_EXIT_S)]
         self.proc = subprocess.Popen(
             command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
