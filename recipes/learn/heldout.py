@@ -42,6 +42,7 @@ class Answer:
     strict: float
     lenient: float
     words: int
+    text: str
 
 
 def placebo(length: int) -> str:
@@ -76,14 +77,15 @@ def answer_all(
         text = model.chat(messages, max_tokens=persona.max_tokens, temperature=0.0).text
         strict = judge(persona.checks, text, prompt.answer).passed
         lenient = judge(persona.lenient, text, prompt.answer).passed if persona.lenient else True
-        out.append(Answer(prompt.id, float(strict), float(lenient), len(text.split())))
+        out.append(Answer(prompt.id, float(strict), float(lenient), len(text.split()), text))
         tick()
     return out
 
 
 def compare(before: list[Answer], after: list[Answer], measure: str) -> dict[str, object]:
-    """``after`` against ``before`` on one measure: means, the mean paired difference
-    with its 95% bootstrap interval, wins / losses / ties and the one-sided sign test."""
+    """``after`` against ``before`` on one measure: how many answers are word for word the
+    same, the means, the mean paired difference with its 95% bootstrap interval, wins /
+    losses / ties and the one-sided sign test."""
     a = [getattr(x, measure) for x in before]
     b = [getattr(x, measure) for x in after]
     diffs = [y - x for x, y in zip(a, b, strict=True)]
@@ -91,6 +93,7 @@ def compare(before: list[Answer], after: list[Answer], measure: str) -> dict[str
     losses = sum(d < 0 for d in diffs)
     low, high = interval(diffs)
     return {
+        "same_answers": sum(x.text == y.text for x, y in zip(before, after, strict=True)),
         "before": round(statistics.fmean(a), 4),
         "after": round(statistics.fmean(b), 4),
         "diff": round(statistics.fmean(diffs), 4),
