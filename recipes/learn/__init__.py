@@ -2,13 +2,14 @@
 prompts the learner never saw?
 
 In a fresh state dir (the embedded models linked in): a scenario named after the persona
-with an empty r1, a real `reef serve` on the embedded model with the live loop on
-(``recipe``, ``batch_size`` sessions a run, no minimum interval, publish auto), and the
-simulated user (``live``) sending the train prompts one session each, reporting each
-reply. When a report fills a batch the loop runs the recipe in its worker; the user waits
-for the run and the next request gets whatever it published, with no restart. Then the
-server stops and ``heldout`` answers the held-out prompts with each arm. Every number
-goes in the result, whatever its sign.
+whose r1 is Reef's starter tree (the harness `reef harness init` gives a person: general
+working rules about nothing any persona checks), a real `reef serve` on the embedded model
+with the live loop on (``recipe``, ``batch_size`` sessions a run, no minimum interval,
+publish auto), and the simulated user (``live``) sending the train prompts one session
+each, reporting each reply. When a report fills a batch the loop runs the recipe in its
+worker; the user waits for the run and the next request gets whatever it published, with
+no restart. Then the server stops and ``heldout`` answers the held-out prompts with each
+arm. Every number goes in the result, whatever its sign.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from reef_cli.core.errors import OptionInvalid
 DEFAULT_RECIPE = "skillclaw"  # the recipe that learns from reports' text (docs/skillclaw.md)
 RECIPES = ("skillclaw",)
 ADAPTED_RUN = 3  # sessions to adaptation: the first of this many accepted in a row
-EMPTY_TREE = {"reef.toml": "format = 1\n"}
 
 # (phase, done, total, detail): phase is "sessions" or "evaluation"
 Progress = Callable[[str, int, int, str], None]
@@ -161,13 +161,24 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
+def start_tree() -> dict[str, str]:
+    """What the user starts from: Reef's starter tree. Not an empty one — with no system
+    prompt at all the 1.5B model writes markdown, and *any* rule text makes it write plain
+    sentences (the first plain-prose run: a placebo rule gained +0.64 of the +0.71), so an
+    empty start would credit the recipe with what merely having rules does."""
+    from reef_cli.core.tree import starter_tree
+
+    return dict(starter_tree().files())
+
+
 def _start_scenario(name: str) -> dict[str, str]:
     from reef_cli.core import scenarios
     from reef_cli.core.publishing import publish_files
 
     scenarios.create(name)
-    publish_files(name, dict(EMPTY_TREE), reason="the empty tree the user starts from")
-    return dict(EMPTY_TREE)
+    files = start_tree()
+    publish_files(name, files, reason="the starter tree the user begins with")
+    return files
 
 
 def _served_files(name: str) -> dict[str, str]:
@@ -175,7 +186,7 @@ def _served_files(name: str) -> dict[str, str]:
 
     chain = scenarios.get(name).chain()
     served = chain.served()
-    return dict(chain.files(served)) if served is not None else dict(EMPTY_TREE)
+    return dict(chain.files(served)) if served is not None else start_tree()
 
 
 def _live(
