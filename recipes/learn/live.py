@@ -119,17 +119,20 @@ class Session:
     seconds: float
 
 
+def _words(text: str) -> set[str]:
+    return {w.rstrip("s") for w in _WORD.findall(text.lower())}
+
+
 def complaint_for(persona: Persona, prompt: Prompt, complaint: str | None) -> str | None:
-    """The user's complaint, with each of the persona's facts that the prompt touches (a
-    fact shares a word of four or more letters with the prompt, plurals aside)."""
+    """The user's complaint, with each of the persona's facts that the prompt touches: a
+    fact shares with the prompt a word of four or more letters (plurals aside) that not
+    every fact has — "legs" in every fact about legs says nothing about which one."""
     if complaint is None:
         return None
-    asked = {w.rstrip("s") for w in _WORD.findall(prompt.text.lower())}
-    relevant = [
-        fact
-        for fact in persona.facts
-        if {w.rstrip("s") for w in _WORD.findall(fact.lower())} & asked
-    ]
+    facts = [(fact, _words(fact)) for fact in persona.facts]
+    shared = set.intersection(*(words for _, words in facts)) if len(facts) > 1 else set()
+    asked = _words(prompt.text)
+    relevant = [fact for fact, words in facts if (words - shared) & asked]
     return " ".join([complaint, *relevant])
 
 
