@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,14 +126,14 @@ def _words(text: str) -> set[str]:
 
 def complaint_for(persona: Persona, prompt: Prompt, complaint: str | None) -> str | None:
     """The user's complaint, with each of the persona's facts that the prompt touches: a
-    fact shares with the prompt a word of four or more letters (plurals aside) that not
-    every fact has — "legs" in every fact about legs says nothing about which one."""
+    fact shares with the prompt a word of four or more letters (plurals aside) that no
+    other fact has — "legs" in two facts about legs says nothing about which one."""
     if complaint is None:
         return None
     facts = [(fact, _words(fact)) for fact in persona.facts]
-    shared = set.intersection(*(words for _, words in facts)) if len(facts) > 1 else set()
+    seen = Counter(word for _, words in facts for word in words)
     asked = _words(prompt.text)
-    relevant = [fact for fact, words in facts if (words - shared) & asked]
+    relevant = [fact for fact, words in facts if {w for w in words if seen[w] == 1} & asked]
     return " ".join([complaint, *relevant])
 
 
