@@ -9,7 +9,10 @@ template, proposes ``proposal``. Every request is logged, so a test counts model
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from recipes.gepa.reflection import ASK_LINE
 from recipes.tasks import Task, TaskSet
@@ -55,6 +58,17 @@ class Sums:
         return ModelClient(
             "openai/scripted", api_base=self.api_base, budget=budget or Budget(), retries=0
         )
+
+
+@pytest.fixture(name="model")
+def running_sums() -> Iterator[Sums]:
+    """A started ``Sums`` (whose reflection proposes the useless rule), as ``model``."""
+    scripted = Sums()
+    scripted.server.start()
+    try:
+        yield scripted
+    finally:
+        scripted.server.stop()
 
 
 def sums(

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import Iterator
-
-import pytest
 
 from recipes import demos, engine
 from recipes.demos import SKILL_PATH, choose_demos, demos_of, select, skill_files, subsets
@@ -21,7 +18,11 @@ from reef_cli.core.reports import ReportIn, save_report
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import starter_tree
 from tests.fakes.records import chat_answer, chat_record
-from tests.recipes.gepa_model import Sums, sums
+from tests.recipes.gepa_model import (
+    Sums,
+    running_sums,  # noqa: F401  (the `model` fixture)
+    sums,
+)
 
 RNG = random.Random(2424)
 
@@ -133,16 +134,6 @@ def test_a_session_whose_text_holds_a_credential_is_never_included() -> None:
 
 
 # ------------------------------------------------------------------ GEPA's second seed
-
-
-@pytest.fixture
-def model() -> Iterator[Sums]:
-    scripted = Sums()  # reflection proposes a rule that never helps
-    scripted.server.start()
-    try:
-        yield scripted
-    finally:
-        scripted.server.stop()
 
 
 def seed_session(scenario: str, sid: str, ask: str, answer: str, score: float) -> None:

@@ -4,10 +4,6 @@ as given."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from recipes import engine
 from recipes.gepa import Gepa
 from recipes.gepa.budget import (
@@ -22,17 +18,11 @@ from reef_cli.core import scenarios
 from reef_cli.core.budget import Budget
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
-from tests.recipes.gepa_model import Sums, sums
-
-
-@pytest.fixture
-def model() -> Iterator[Sums]:
-    scripted = Sums()
-    scripted.server.start()
-    try:
-        yield scripted
-    finally:
-        scripted.server.stop()
+from tests.recipes.gepa_model import (
+    Sums,
+    running_sums,  # noqa: F401  (the `model` fixture)
+    sums,
+)
 
 
 def test_the_default_is_fifteen_times_the_val_split_when_it_fits() -> None:

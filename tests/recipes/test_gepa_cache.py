@@ -5,10 +5,6 @@ are never reused, and neither is a run with no score."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from recipes import engine
 from recipes.gepa.components import Layout
 from recipes.gepa.search import Meter, ReefAdapter, is_greedy
@@ -16,17 +12,12 @@ from recipes.tasks import DirectRunner, Task, TaskRun
 from reef_cli.core import scenarios
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
-from tests.recipes.gepa_model import GOOD, Sums, sums
-
-
-@pytest.fixture
-def model() -> Iterator[Sums]:
-    scripted = Sums()
-    scripted.server.start()
-    try:
-        yield scripted
-    finally:
-        scripted.server.stop()
+from tests.recipes.gepa_model import (
+    GOOD,
+    Sums,
+    running_sums,  # noqa: F401  (the `model` fixture)
+    sums,
+)
 
 
 def adapter_on(model: Sums, *, greedy: bool) -> ReefAdapter:
