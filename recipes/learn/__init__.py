@@ -45,7 +45,7 @@ class LearnOptions:
     persona: Persona
     recipe: str = DEFAULT_RECIPE
     sessions: int | None = None  # default: every train prompt of the persona
-    batch_size: int = 6
+    batch_size: int = 7
     home: Path | None = None  # default: a fresh temporary state dir, removed afterwards
     plot: Path | None = None
     command: str = ""

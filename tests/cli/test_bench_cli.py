@@ -75,7 +75,7 @@ def snapshot(root: Path) -> list[str]:
     [
         (["--recipe", "gepa"], "runs skillclaw, not 'gepa'"),
         (["--recipe", "nope"], "not 'nope'"),
-        (["--sessions", "11"], "--sessions 11 is more than the persona's 10 train prompts"),
+        (["--sessions", "13"], "--sessions 13 is more than the persona's 12 train prompts"),
     ],
     ids=["recipe-gepa", "recipe-unknown", "sessions-above-train"],
 )
