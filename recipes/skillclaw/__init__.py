@@ -172,23 +172,12 @@ class SkillClaw:
         ctx.progress(f"skillclaw: scoring {len(batch)} new session(s)", 0.1)
         scored = signals.score_all(ctx.model, batch)
         by_label = {s.label: s for s in scored} | {s.key: s for s in scored}
-        ctx.progress("skillclaw: rules from what the person said", 0.12)
-        learned = self._lines(ctx, scored)
-        covered = {key for line in learned for key in line.sessions}
-        skills = skills_of(ctx.incumbent)
-        groups = decide.groups([s for s in scored if s.key not in covered], set(skills))
-        went_well = {s.key for s in scored if s.score is not None and s.score >= 1.0}
-        grouped = {s.key for g in groups for s in g.sessions} | covered | went_well
-        waiting = [s.key for s in scored if s.source == "waiting"]
-        deferred = [s.key for s in scored if s.score is not None and s.key not in grouped]
-        self._held = set(waiting) | set(deferred)
         notes.update(
             scores={s.key: {"score": s.score, "source": s.source} for s in scored},
             reported=sum(s.source == "reported" for s in scored),
             implicit=sum(s.source == "implicit" for s in scored),
             judged=sum(s.source == "judged" for s in scored),
-            waiting=waiting,
-            deferred=deferred,
+            waiting=[s.key for s in scored if s.source == "waiting"],
         )
         replayable = replay.replay_tasks(scored, [])
         count = len(replayable.tasks) if replayable is not None else 0
@@ -199,6 +188,25 @@ class SkillClaw:
                 f"that may be shown): the replay's sign test needs at least {least} tasks to "
                 "publish anything",
             )
+        winnable = replay.winnable(replayable)
+        if ctx.held_out is None and winnable < least:
+            return self._hold(
+                ctx,
+                f"{winnable} of {count} replayable session(s) were not accepted: a replayed "
+                "request the person accepted can only tie, and the sign test needs at least "
+                f"{least} wins to publish anything",
+            )
+        ctx.progress("skillclaw: rules from what the person said", 0.12)
+        learned = self._lines(ctx, scored)
+        covered = {key for line in learned for key in line.sessions}
+        skills = skills_of(ctx.incumbent)
+        groups = decide.groups([s for s in scored if s.key not in covered], set(skills))
+        went_well = {s.key for s in scored if s.score is not None and s.score >= 1.0}
+        grouped = {s.key for g in groups for s in g.sessions} | covered | went_well
+        waiting = notes["waiting"]
+        deferred = [s.key for s in scored if s.score is not None and s.key not in grouped]
+        self._held = set(waiting) | set(deferred)
+        notes["deferred"] = deferred
         plan = _Plan(dict(skills))
         for number, group in enumerate(groups):
             done = 0.15 + 0.15 * number / len(groups)

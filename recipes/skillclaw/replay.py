@@ -59,6 +59,14 @@ def answer_tokens(replayed: list[Scored]) -> int:
     return max(64, min(512, longest // 3 + 32))
 
 
+def winnable(tasks: TaskSet | None) -> int:
+    """Replay tasks the candidate could win: all but those whose incumbent side is an
+    answer the person accepted (a score of 1 can only be tied)."""
+    if tasks is None:
+        return 0
+    return sum(1 for t in tasks.tasks if t.served is None or t.served.score < 1.0)
+
+
 def replay_tasks(scored: list[Scored], cited_first: list[str]) -> TaskSet | None:
     """Up to ``MAX_TASKS`` replay tasks (split test), or None when no session has a
     request that may be shown."""

@@ -153,6 +153,13 @@ class LiveLoop(Periodic):
                 f"gepa searches a task set: add scenarios/{name}/{ls.TASKS_FILE} "
                 "(`reef tasks make … -o` writes one)",
             )
+        elif _held_back(run, seen):
+            state.next_trigger = _waits(
+                "sessions",
+                f"the last run held its batch back ({run.message[:160] if run else ''}); "
+                "a new or grown session starts the next",
+                needed=1,
+            )
         elif eligible < cfg.batch_size:
             needed = cfg.batch_size - eligible
             state.next_trigger = _waits(
@@ -335,6 +342,15 @@ class LiveLoop(Periodic):
             jobs.save(job)
             run.state, run.ended, run.message = "failed", now_iso(), job.message
             state.next_trigger = _waits("interval", "the job runner refused the last job")
+
+
+def _held_back(run: ls.LastRun | None, seen: _Seen | None) -> bool:
+    """The last run ended ``unchanged`` with its batch kept back (too few sessions a gate
+    could ever publish on) and nothing new has come since: another run would hold back
+    the very same batch, so the loop waits for a new or grown session."""
+    if run is None or run.state != "unchanged" or seen is None or not run.batch:
+        return False
+    return bool(seen.ready) and all(run.batch.get(s.key) == s.fingerprint for s in seen.ready)
 
 
 def _waits(what: str, detail: str, **extra: Any) -> dict[str, Any]:

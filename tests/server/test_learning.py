@@ -493,6 +493,26 @@ def test_the_loop_leaves_a_session_reading_recipes_mark_to_the_recipe(live) -> N
     assert state["counts"]["eligible"] == 3 and state["next_trigger"]["waits_for"] == "interval"
 
 
+def test_a_held_back_batch_waits_for_a_new_session_before_the_next_run(live) -> None:
+    """A SkillClaw run that ends unchanged keeps its batch (its mark does not move): the
+    loop does not start it again on the very same sessions — with min_interval_s 0 it
+    would spin — but the next new session starts a run with all of them."""
+    first_release("shop", tasks=False)
+    runner = Recording(end=lambda job: "unchanged")
+    stack = live(runner, recipe="skillclaw", min_interval_s=0)
+    for name in ("s1", "s2", "s3"):
+        stack.session("shop", name)
+    wait_for(lambda: stack.state("shop")["last_run"]["state"] == "unchanged", "the end")
+    stack.polls(5)
+    state = stack.state("shop")
+    assert len(runner.jobs) == 1 and state["counts"]["eligible"] == 3
+    assert state["next_trigger"]["waits_for"] == "sessions"
+    assert "held its batch back" in state["next_trigger"]["detail"]
+    stack.session("shop", "s4")
+    wait_for(lambda: len(runner.jobs) == 2, "the next run, on the new session")
+    assert stack.state("shop")["last_run"]["sessions"] == 4
+
+
 def test_gepa_waits_for_the_scenario_task_set(live) -> None:
     first_release("shop", tasks=False)
     runner = Recording(end=None)

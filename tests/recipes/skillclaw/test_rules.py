@@ -22,6 +22,7 @@ from tests.recipes.skillclaw.test_skillclaw import (
     MARKER,
     Claw,
     demo,
+    mark_of,
     releases,
     run,
     seed_session,
@@ -144,6 +145,17 @@ def seed_complaints(
     return receipts
 
 
+def seed_complaints_from(first: int, n: int = 1) -> None:
+    for i in range(first, first + n):
+        seed_session(
+            "demo",
+            f"c{i}",
+            ask=f"count the legs of group {i}",
+            skills=(),
+            feedback=f"{PLAIN} That total is wrong. {FACT}",
+        )
+
+
 def test_complaints_become_a_published_rule_and_fact_citing_their_reports(claw: Claw) -> None:
     demo()
     seed_complaints()
@@ -192,3 +204,26 @@ def test_a_second_batch_saying_the_same_merges_and_is_not_published_for_a_citati
     assert releases() == [1, 2]
     files = chain.files(chain.get(2))
     assert f"mention {MARKER}" in files[rules.RULES_PATH] and FACT in files[rules.FACTS_PATH]
+
+
+def test_a_batch_with_too_few_rejected_answers_is_held_until_one_more_comes(claw: Claw) -> None:
+    """A replayed request the person accepted can only tie: with four rejected answers
+    and three accepted, no candidate could ever pass the sign test, so the batch is kept
+    (no model call, the mark unmoved) and the next rejected answer makes it publishable."""
+    demo()
+    seed_complaints(n=4)
+    for i in range(3):
+        seed_session("demo", f"ok{i}", ask=f"count legs {i}", skills=(), score=1.0, feedback=None)
+    held = run(claw)
+    assert held.state == "unchanged", held.message
+    assert held.message.startswith("4 of 7 replayable session(s) were not accepted")
+    assert claw.bodies() == [] and mark_of() == {}
+    seed_complaints_from(5)
+    claw.lines.extend(
+        [line("rule", f"Write plain sentences and mention {MARKER}."), line("fact", FACT)]
+    )
+    outcome = run(claw)
+    assert outcome.state == "published", outcome.message
+    numbers = outcome.evidence["evaluation"]["numbers"]
+    assert (numbers["tasks"], numbers["wins"], numbers["ties"]) == (8, 5, 3)
+    assert len(mark_of()) == 8
