@@ -168,6 +168,8 @@ SKIP = {
     "reef evolve": "needs a model (its outcome lines: test_outcome_lines_are_escaped)",
     "reef quickstart": "needs a model and installs an agent",
     "reef eval": "needs a model and a task set",
+    "reef bench learn": "needs a model and runs a reef serve (what it prints is numbers and "
+    "the persona's name, which the persona format limits to a-z, 0-9 and hyphens)",
     "reef hook": "agent-facing JSON on stdout (adapters/_hook.py spells the text out)",
     "reef sandbox run": "passes the sandboxed command's own output through, like exec",
     "reef model install": "downloads wheels",
