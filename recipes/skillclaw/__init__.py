@@ -188,8 +188,8 @@ class SkillClaw:
                 f"that may be shown): the replay's sign test needs at least {least} tasks to "
                 "publish anything",
             )
-        winnable = replay.winnable(replayable)
-        if ctx.held_out is None and winnable < least:
+        winnable = replay.winnable(replayable)  # 0: all went well, nothing to hold for
+        if ctx.held_out is None and 0 < winnable < least:
             return self._hold(
                 ctx,
                 f"{winnable} of {count} replayable session(s) were not accepted: a replayed "

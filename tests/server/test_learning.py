@@ -591,12 +591,14 @@ def test_the_real_worker_runs_skillclaw_publishes_then_keeps_the_served_release(
             deadline_s=240,
         )
         run = stack.state("shop")["last_run"]
-        assert run["state"] == "rejected" and run["release"] is None, run
+        # five accepted sessions and one unscored request the judge did not pass: one
+        # answer a candidate could win, so the batch is held back for more, not consumed
+        assert run["state"] == "unchanged" and run["release"] is None, run
+        assert run["message"].startswith("1 of 6 replayable session(s) were not accepted")
         assert stack.chat("shop", None, "still").headers[RELEASE_HEADER] == "2"
         assert [r.number for r in chain.releases()] == [1, 2]
-        wait_for(lambda: stack.state("shop")["counts"].get("eligible") == 0, "the recount")
         stack.polls(5)
-        assert stack.state("shop")["runs"] == 2  # the consumed batch starts nothing again
+        assert stack.state("shop")["runs"] == 2  # the held batch starts nothing again
     finally:
         claw.server.stop()
 
