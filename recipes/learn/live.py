@@ -99,8 +99,7 @@ class LiveServer:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(30)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            with_group = getattr(os, "killpg", None)
-            if with_group is not None and proc.poll() is None:
+            if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
 

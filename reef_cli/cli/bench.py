@@ -93,36 +93,32 @@ def personas_cmd(as_json: JsonOpt = False) -> None:
         echo(f"{row['name']:<22} {row['description']}")
 
 
-def _bar() -> contextlib.AbstractContextManager[Callable[[str, int, int, str], None]]:
+@contextlib.contextmanager
+def _bar() -> Iterator[Callable[[str, int, int, str], None]]:
     """A rich progress bar for sessions, then evaluation; silent when not a terminal."""
+    if not sys.stderr.isatty():
+        yield lambda *_: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-    @contextlib.contextmanager
-    def bar() -> Iterator[Callable[[str, int, int, str], None]]:
-        if not sys.stderr.isatty():
-            yield lambda *_: None
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+    from reef_cli.cli._output import err_console
 
-        from reef_cli.cli._output import err_console
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        console=err_console(),
+        transient=True,
+    ) as shown:
+        tasks: dict[str, TaskID] = {}
 
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
-            console=err_console(),
-            transient=True,
-        ) as shown:
-            tasks: dict[str, TaskID] = {}
+        def update(phase: str, done: int, total: int, detail: str) -> None:
+            if phase not in tasks:
+                tasks[phase] = shown.add_task(phase, total=total, detail="")
+            shown.update(tasks[phase], completed=done, total=total, detail=detail)
 
-            def update(phase: str, done: int, total: int, detail: str) -> None:
-                if phase not in tasks:
-                    tasks[phase] = shown.add_task(phase, total=total, detail="")
-                shown.update(tasks[phase], completed=done, total=total, detail=detail)
-
-            yield update
-
-    return bar()
+        yield update
 
 
 def _print(result: dict[str, Any]) -> None:
