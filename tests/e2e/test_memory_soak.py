@@ -42,6 +42,7 @@ REQUESTS = 500
 WARMUP = 16
 CONCURRENCY = 4
 BOUND = 1.5
+MAX_ATTEMPTS = 24  # a request refused by back-pressure is sent again, at most this often
 SHAPES = (
     "chat",
     "chat-stream",
@@ -80,26 +81,41 @@ def request_for(shape: str, i: int, previous: list[str]) -> tuple[str, dict[str,
 
 async def drive(url: str, start: int, count: int, previous: list[str]) -> list[tuple[str, int]]:
     """Send ``count`` requests, ``CONCURRENCY`` at a time; (shape, status) of each, after
-    checking that every 200 carried the whole answer."""
+    checking that every 200 carried the whole answer. A 503 is back-pressure (the
+    recorder's backlog reached its bound on a slow or busy disk, as on a loaded CI
+    machine): the request waits its Retry-After and goes again, as a client should."""
     gate = asyncio.Semaphore(CONCURRENCY)
     headers = {"authorization": f"Bearer {TOKEN}", "anthropic-version": "2023-06-01"}
     seen: list[tuple[str, int]] = []
+    refused: list[str] = []
+
+    async def send(
+        client: httpx.AsyncClient, path: str, body: dict[str, Any]
+    ) -> tuple[httpx.Response, int]:
+        if body["stream"]:
+            size = 0
+            async with client.stream("POST", url + path, json=body) as r:
+                async for chunk in r.aiter_bytes():
+                    size += len(chunk)
+                return r, size
+        r = await client.post(url + path, json=body)
+        return r, len(r.content)
 
     async def one(client: httpx.AsyncClient, i: int) -> None:
         shape = SHAPES[i % len(SHAPES)]
         path, body = request_for(shape, i, previous)
         async with gate:
-            if body["stream"]:
-                size = 0
-                async with client.stream("POST", url + path, json=body) as r:
-                    async for chunk in r.aiter_bytes():
-                        size += len(chunk)
-                    status = r.status_code
-            else:
-                r = await client.post(url + path, json=body)
-                status, size = r.status_code, len(r.content)
-                if status == 200 and shape == "responses":
-                    previous.append(r.json()["id"])
+            for _attempt in range(MAX_ATTEMPTS):
+                r, size = await send(client, path, body)
+                if r.status_code != 503:
+                    break
+                # back-pressure: the recorder's backlog is full on a slow disk; a polite
+                # client waits as told and sends again (the refused try left no record)
+                refused.append(shape)
+                await asyncio.sleep(float(r.headers["retry-after"]))
+            status = r.status_code
+            if status == 200 and shape == "responses":
+                previous.append(r.json()["id"])
         if status == 200:
             assert size > ANSWER_BYTES, (shape, size)
         seen.append((shape, status))
@@ -107,6 +123,8 @@ async def drive(url: str, start: int, count: int, previous: list[str]) -> list[t
     limits = httpx.Limits(max_connections=CONCURRENCY)
     async with httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as client:
         await asyncio.gather(*(one(client, i) for i in range(start, start + count)))
+    if refused:
+        print(f"\n{len(refused)} tries refused with 503 + Retry-After (records backlog full)")
     return seen
 
 
