@@ -9,6 +9,7 @@ thread-safe, so calls are serialised with a lock. ``llama_cpp`` is imported here
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -82,7 +83,19 @@ def load() -> Any:
             )
             _watch_deadline(model)
             _model, _loaded = model, found.spec.name
+            atexit.register(_close)
         return _model
+
+
+def _close() -> None:
+    """Free the model while the interpreter is still whole: left to ``Llama.__del__`` at
+    shutdown, llama-cpp-python's teardown runs after its own module globals are gone and
+    prints a TypeError traceback to stderr (into ``reef serve``'s log) on every exit."""
+    global _model, _loaded
+    with _lock:
+        model, _model, _loaded = _model, None, None
+    if model is not None and hasattr(model, "close"):
+        model.close()
 
 
 def _past_deadline(_data: Any) -> bool:
