@@ -70,9 +70,10 @@ def test_page_renders_in_headless_chromium(kind: str, tmp_path: Path) -> None:
 def test_a_gated_gepa_release_renders_with_its_evaluation_and_plot(tmp_path: Path) -> None:
     """A real GEPA search (scripted model) publishes r2; its page shows the gate's
     test-split evaluation with the inline plot, and GEPA's evidence."""
-    from tests.recipes.gepa.test_gepa import Arithmetic, demo, evolve
+    from tests.recipes.gepa.test_gepa import demo, evolve
+    from tests.recipes.gepa_model import GOOD, Sums
 
-    model = Arithmetic()
+    model = Sums(GOOD)
     model.server.start()
     try:
         demo()

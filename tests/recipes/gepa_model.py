@@ -28,8 +28,14 @@ DEMO_MARK = "### Example"  # what recipes.demos writes before each example
 
 
 class Sums:
-    def __init__(self, proposal: str = USELESS) -> None:
+    """The scripted model: tasks by the marker, reflections by ``proposal``."""
+
+    def __init__(
+        self, proposal: str = USELESS, *, wrong: bool = False, outage: bool = False
+    ) -> None:
         self.proposal = proposal
+        self.wrong = wrong  # the marker makes the model answer a WRONG bare number
+        self.outage = outage  # every task call answers 500
         self.fake = FakeUpstream(chooser=self._choose)
         self.server = ServerThread(self.fake.app, timeout_graceful_shutdown=1)
 
@@ -42,10 +48,12 @@ class Sums:
         user = str(messages[-1].get("content", ""))
         if ASK_LINE in user:
             return Turn(text=f"Here is the new instruction:\n```\n{self.proposal}\n```")
+        if self.outage:
+            return Turn(status=500, error="the task model is down")
         system = str(messages[0].get("content", "")) if messages[0].get("role") == "system" else ""
         a, b = (int(n) for n in re.findall(r"\d+", user)[:2])
         if MARK in system.lower() or DEMO_MARK in system:
-            return Turn(text=str(a + b))
+            return Turn(text=str(a + b + 1 if self.wrong else a + b))
         return Turn(text=f"Let me add {a} and {b}. The sum is {a + b}.")
 
     def requests(self) -> list[dict[str, Any]]:

@@ -611,9 +611,10 @@ def test_the_real_worker_runs_gepa_publishes_and_then_keeps_the_served_release(
     publishes r2, served to the next request. Second run: nothing helps, rejected, r2
     stays served."""
     from recipes.jobs import Worker
-    from tests.recipes.gepa.test_gepa import USELESS, Arithmetic, sums
+    from tests.recipes.gepa.test_gepa import sums
+    from tests.recipes.gepa_model import GOOD, USELESS, Sums
 
-    model = Arithmetic()
+    model = Sums(GOOD)
     model.server.start()
     try:
         monkeypatch.setenv("REEF_MODEL", "openai/scripted")

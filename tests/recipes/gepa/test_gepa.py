@@ -10,7 +10,6 @@ finding the marker rule, and every number below is known in advance.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -32,50 +31,12 @@ from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import reef, runner
 from tests.fakes.server_thread import ServerThread
-from tests.fakes.upstream import FakeUpstream, Turn
-
-MARK = "answer with only the number"
-GOOD = "Answer with only the number, nothing else."
-USELESS = "Think step by step and check the arithmetic twice."
-
-
-class Arithmetic:
-    """The scripted model: tasks by the marker, reflections by ``proposal``."""
-
-    def __init__(self, proposal: str = GOOD, *, wrong: bool = False, outage: bool = False):
-        self.proposal = proposal
-        self.wrong = wrong  # the marker makes the model answer a WRONG bare number
-        self.outage = outage  # every task call answers 500
-        self.fake = FakeUpstream(chooser=self._choose)
-        self.server = ServerThread(self.fake.app, timeout_graceful_shutdown=1)
-
-    @property
-    def api_base(self) -> str:
-        return self.server.url + "/v1"
-
-    def _choose(self, _path: str, body: dict[str, Any]) -> Turn:
-        messages = body.get("messages") or []
-        user = str(messages[-1].get("content", ""))
-        if ASK_LINE in user:
-            return Turn(text=f"Here is the new instruction:\n```\n{self.proposal}\n```")
-        if self.outage:
-            return Turn(status=500, error="the task model is down")
-        system = str(messages[0].get("content", "")) if messages[0].get("role") == "system" else ""
-        a, b = (int(n) for n in re.findall(r"\d+", user)[:2])
-        if MARK in system.lower():
-            return Turn(text=str(a + b + 1 if self.wrong else a + b))
-        return Turn(text=f"Let me add {a} and {b}. The sum is {a + b}.")
-
-    def requests(self) -> list[dict[str, Any]]:
-        return [e.body for e in self.fake.log if e.path == "/v1/chat/completions"]
-
-    def reflections(self) -> list[dict[str, Any]]:
-        return [b for b in self.requests() if ASK_LINE in b["messages"][-1]["content"]]
+from tests.recipes.gepa_model import GOOD, USELESS, Sums
 
 
 @pytest.fixture
-def model() -> Iterator[Arithmetic]:
-    scripted = Arithmetic()
+def model() -> Iterator[Sums]:
+    scripted = Sums(GOOD)
     scripted.server.start()
     try:
         yield scripted
@@ -110,7 +71,7 @@ def demo(name: str = "demo") -> str:
     return name
 
 
-def client(model: Arithmetic) -> ModelClient:
+def client(model: Sums) -> ModelClient:
     return ModelClient(
         "openai/scripted", api_base=model.api_base, budget=Budget(), retries=0, timeout=20
     )
@@ -129,7 +90,7 @@ class Recording:
 
 
 def evolve(
-    model: Arithmetic,
+    model: Sums,
     options: dict[str, Any],
     tasks: TaskSet | None = None,
     scenario: str = "demo",
@@ -151,7 +112,7 @@ def releases(scenario: str = "demo") -> list[int]:
 
 
 def test_gepa_finds_the_rule_and_the_gate_publishes_it_on_test_numbers(
-    model: Arithmetic,
+    model: Sums,
 ) -> None:
     demo()
     outcome, recording = evolve(model, {"max_metric_calls": 30})
@@ -205,7 +166,7 @@ def test_gepa_finds_the_rule_and_the_gate_publishes_it_on_test_numbers(
     assert meta["budget"]["calls"] == len(model.requests())
 
 
-def test_the_same_seed_gives_the_same_release(model: Arithmetic) -> None:
+def test_the_same_seed_gives_the_same_release(model: Sums) -> None:
     trees = []
     for name in ("first", "second"):
         demo(name)
@@ -217,7 +178,7 @@ def test_the_same_seed_gives_the_same_release(model: Arithmetic) -> None:
     assert trees[0] == trees[1]
 
 
-def test_an_empty_tree_is_seeded_with_a_neutral_rule(model: Arithmetic) -> None:
+def test_an_empty_tree_is_seeded_with_a_neutral_rule(model: Sums) -> None:
     scenarios.create("empty")
     outcome, _ = evolve(model, {"max_metric_calls": 30}, scenario="empty")
     assert outcome.state == "published", outcome.message
@@ -230,7 +191,7 @@ def test_an_empty_tree_is_seeded_with_a_neutral_rule(model: Arithmetic) -> None:
 
 
 def test_no_rule_that_helps_publishes_nothing_and_keeps_the_evidence(
-    model: Arithmetic,
+    model: Sums,
 ) -> None:
     demo()
     model.proposal = USELESS
@@ -245,7 +206,7 @@ def test_no_rule_that_helps_publishes_nothing_and_keeps_the_evidence(
     assert outcome.evidence["budget"]["calls"] == len(model.requests())
 
 
-def test_metric_calls_never_pass_the_limit_where_gepa_alone_would(model: Arithmetic) -> None:
+def test_metric_calls_never_pass_the_limit_where_gepa_alone_would(model: Sums) -> None:
     """13 calls: the seed's val (3), one step (3 + 3, rejected), then 4 left — gepa's own
     stopper would start another step and spend 15."""
     demo()
@@ -273,7 +234,7 @@ def test_a_batch_past_the_limit_is_refused_before_any_of_it_runs() -> None:
     assert len(ran) == meter.used == 3 and meter.refused == 1 and meter(None) is True
 
 
-def test_a_format_gain_that_loses_the_substance_is_vetoed(model: Arithmetic) -> None:
+def test_a_format_gain_that_loses_the_substance_is_vetoed(model: Sums) -> None:
     """The marker makes the model answer a bare but WRONG number: the scorer (a bare
     number) goes up, the lenient measure (the right number) goes down."""
     demo()
@@ -289,7 +250,7 @@ def test_a_format_gain_that_loses_the_substance_is_vetoed(model: Arithmetic) -> 
     assert releases() == [1]
 
 
-def test_an_outage_is_invalid_never_a_zero(model: Arithmetic) -> None:
+def test_an_outage_is_invalid_never_a_zero(model: Sums) -> None:
     demo()
     model.outage = True
     outcome, recording = evolve(model, {"max_metric_calls": 30})
@@ -301,7 +262,7 @@ def test_an_outage_is_invalid_never_a_zero(model: Arithmetic) -> None:
     assert releases() == [1]
 
 
-def test_a_spent_model_budget_stops_the_search(model: Arithmetic) -> None:
+def test_a_spent_model_budget_stops_the_search(model: Sums) -> None:
     demo()
     llm = ModelClient(
         "openai/scripted", api_base=model.api_base, budget=Budget(max_calls=8), retries=0
@@ -319,7 +280,7 @@ def test_a_spent_model_budget_stops_the_search(model: Arithmetic) -> None:
     assert releases() == [1]
 
 
-def test_a_val_split_the_limit_cannot_score_is_refused_up_front(model: Arithmetic) -> None:
+def test_a_val_split_the_limit_cannot_score_is_refused_up_front(model: Sums) -> None:
     demo()
     outcome, recording = evolve(model, {"max_metric_calls": 5})
     assert outcome.state == "rejected"
@@ -388,7 +349,7 @@ def test_a_skill_keeps_its_frontmatter_and_other_files_are_copied() -> None:
 
 
 def test_reef_evolve_runs_gepa_from_the_command_line(
-    model: Arithmetic, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    model: Sums, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     demo("cli")
     path = tmp_path / "tasks.yaml"
