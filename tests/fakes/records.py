@@ -38,3 +38,30 @@ def chat_record(
         response=response,
         **fields,
     )
+
+
+def scored_exchange(
+    store: Any,
+    scenario: str,
+    sid: str,
+    ask: str,
+    answer: str,
+    *,
+    score: float | None = None,
+    feedback: str | None = None,
+) -> Record:
+    """One asked-and-answered exchange of session ``sid`` under release 1, stored, and the
+    person's report on it when there is a score or feedback: what a session leaves."""
+    from reef_cli.core.reports import ReportIn, save_report
+
+    rec = chat_record(
+        scenario,
+        {"messages": [{"role": "user", "content": ask}]},
+        chat_answer(answer),
+        session_id=sid,
+        release_id=1,
+    )
+    store.insert_many([rec])
+    if score is not None or feedback is not None:
+        save_report(store, ReportIn(score=score, feedback=feedback, references=[rec.id]), None)
+    return rec

@@ -14,10 +14,9 @@ from reef_cli.core import scenarios
 from reef_cli.core.evidence import WITHHELD, Feedback, SessionEvidence, Turn
 from reef_cli.core.gate import static_checks
 from reef_cli.core.publishing import publish_files
-from reef_cli.core.reports import ReportIn, save_report
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import starter_tree
-from tests.fakes.records import chat_answer, chat_record
+from tests.fakes.records import scored_exchange
 from tests.recipes.gepa_model import (
     Sums,
     running_sums,  # noqa: F401  (the `model` fixture)
@@ -137,16 +136,7 @@ def test_a_session_whose_text_holds_a_credential_is_never_included() -> None:
 
 
 def seed_session(scenario: str, sid: str, ask: str, answer: str, score: float) -> None:
-    store = SQLiteStore()
-    rec = chat_record(
-        scenario,
-        {"messages": [{"role": "user", "content": ask}]},
-        chat_answer(answer),
-        session_id=sid,
-        release_id=1,
-    )
-    store.insert_many([rec])
-    save_report(store, ReportIn(score=score, references=[rec.id]), None)
+    scored_exchange(SQLiteStore(), scenario, sid, ask, answer, score=score)
 
 
 def test_gepa_starts_from_the_accepted_answers_when_they_win_on_val(model: Sums) -> None:

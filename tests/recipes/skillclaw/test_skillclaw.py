@@ -42,11 +42,10 @@ from reef_cli.core.evidence import Mark, SessionEvidence, Turn
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import HarvestedSession
-from reef_cli.core.reports import ReportIn, save_report
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import parse_files, starter_tree
 from tests.cli.helpers import runner
-from tests.fakes.records import chat_answer, chat_record
+from tests.fakes.records import scored_exchange
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream
 from tests.fakes.upstream import Turn as Reply
@@ -142,14 +141,7 @@ def seed_session(
 ) -> list[str]:
     """One session: a record, its harvested transcript and a report; its receipts."""
     store = SQLiteStore()
-    rec = chat_record(
-        scenario,
-        {"messages": [{"role": "user", "content": ask}]},
-        chat_answer(answer),
-        session_id=sid,
-        release_id=1,
-    )
-    store.insert_many([rec])
+    rec = scored_exchange(store, scenario, sid, ask, answer, score=score, feedback=feedback)
     store.upsert_harvested(
         [
             HarvestedSession(
@@ -164,8 +156,6 @@ def seed_session(
             )
         ]
     )
-    if score is not None or feedback is not None:
-        save_report(store, ReportIn(score=score, feedback=feedback, references=[rec.id]), None)
     return [rec.id]
 
 
