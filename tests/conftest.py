@@ -30,11 +30,8 @@ def reef_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def scripted() -> Iterator[Scripted]:
     """A scripted OpenAI-compatible model on a real loopback port (tests/fakes/scripted.py)."""
     model = Scripted()
-    model.server.start()
-    try:
+    with model.server:
         yield model
-    finally:
-        model.server.stop()
 
 
 @pytest.fixture(scope="session")

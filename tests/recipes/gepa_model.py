@@ -62,9 +62,13 @@ class Sums:
     def reflections(self) -> list[dict[str, Any]]:
         return [b for b in self.requests() if ASK_LINE in b["messages"][-1]["content"]]
 
-    def client(self, budget: Budget | None = None) -> ModelClient:
+    def client(self, budget: Budget | None = None, timeout: float = 120.0) -> ModelClient:
         return ModelClient(
-            "openai/scripted", api_base=self.api_base, budget=budget or Budget(), retries=0
+            "openai/scripted",
+            api_base=self.api_base,
+            budget=budget or Budget(),
+            retries=0,
+            timeout=timeout,
         )
 
 
@@ -72,11 +76,8 @@ class Sums:
 def running_sums() -> Iterator[Sums]:
     """A started ``Sums`` (whose reflection proposes the useless rule), as ``model``."""
     scripted = Sums()
-    scripted.server.start()
-    try:
+    with scripted.server:
         yield scripted
-    finally:
-        scripted.server.stop()
 
 
 def sums(

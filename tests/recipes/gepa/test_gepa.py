@@ -26,7 +26,6 @@ from recipes.tasks import DirectRunner, Task, TaskRun, TaskSet
 from reef_cli.core import scenarios
 from reef_cli.core.budget import Budget
 from reef_cli.core.errors import BudgetInvalid, ReefError
-from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import reef, runner
@@ -37,11 +36,8 @@ from tests.recipes.gepa_model import GOOD, USELESS, Sums
 @pytest.fixture
 def model() -> Iterator[Sums]:
     scripted = Sums(GOOD)
-    scripted.server.start()
-    try:
+    with scripted.server:
         yield scripted
-    finally:
-        scripted.server.stop()
 
 
 def sums(scorer: str = "exact", train: int = 4, val: int = 3, test: int = 6) -> TaskSet:
@@ -71,12 +67,6 @@ def demo(name: str = "demo") -> str:
     return name
 
 
-def client(model: Sums) -> ModelClient:
-    return ModelClient(
-        "openai/scripted", api_base=model.api_base, budget=Budget(), retries=0, timeout=20
-    )
-
-
 class Recording:
     """A task runner that records the split of every task it ran, in order."""
 
@@ -95,7 +85,7 @@ def evolve(
     tasks: TaskSet | None = None,
     scenario: str = "demo",
 ) -> tuple[engine.Outcome, Recording]:
-    llm = client(model)
+    llm = model.client(timeout=20)
     recording = Recording(DirectRunner(llm))
     outcome = engine.run(
         scenarios.get(scenario),
@@ -264,9 +254,7 @@ def test_an_outage_is_invalid_never_a_zero(model: Sums) -> None:
 
 def test_a_spent_model_budget_stops_the_search(model: Sums) -> None:
     demo()
-    llm = ModelClient(
-        "openai/scripted", api_base=model.api_base, budget=Budget(max_calls=8), retries=0
-    )
+    llm = model.client(Budget(max_calls=8))
     outcome = engine.run(
         scenarios.get("demo"),
         engine.recipe_named("gepa", {"max_metric_calls": 30}),

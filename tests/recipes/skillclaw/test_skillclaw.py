@@ -115,11 +115,8 @@ class Claw:
 @pytest.fixture
 def claw() -> Iterator[Claw]:
     model = Claw()
-    model.server.start()
-    try:
+    with model.server:
         yield model
-    finally:
-        model.server.stop()
 
 
 def demo(name: str = "demo") -> str:
