@@ -116,6 +116,7 @@ class EvolveRequest:
     interactive: bool = False
     clarify: Ask | None = None
     progress: Progress = no_progress
+    cache: bool = True  # reuse the embedded model's stored greedy answers (answer_cache)
 
 
 def evolve(request: EvolveRequest) -> Outcome:
@@ -129,12 +130,17 @@ def evolve(request: EvolveRequest) -> Outcome:
         own = recipe.limits(request.tasks)
         limits = resolve_limits(request.limits, own, config.configured_limits(settings))
         check_budget(limits, request.tasks, own)
-        model = ModelClient(request.model, api_base=request.api_base, budget=limits.budget())
+        model = ModelClient(
+            request.model,
+            api_base=request.api_base,
+            budget=limits.budget(),
+            cache=request.cache,
+        )
         judge = judge_client(settings, model)
         with runners(
             request.scenario.name, request.adapter, request.tasks, model, judge, recipe.trials
         ) as (trial_runner, task_runner, extra):
-            return run(
+            outcome = run(
                 request.scenario,
                 recipe,
                 model=model,
@@ -150,6 +156,10 @@ def evolve(request: EvolveRequest) -> Outcome:
                 judge_threshold=settings.judge_threshold,
                 publish=request.publish,
             )
+        reused = model.reused + (judge.reused if judge is not model else 0)
+        if reused:  # answers the embedded model gave before, taken from the answer cache
+            outcome.evidence["answers_reused"] = reused
+        return outcome
     except ReefError as exc:  # the runner could not start: no agent, no sandbox …
         return Outcome(exc.kind, exc.one_line())
 
@@ -284,7 +294,9 @@ def judge_client(settings: Settings, model: ModelClient) -> ModelClient:
     name = settings.judge_model
     if not name:
         return model
-    return ModelClient(name, api_base=settings.judge_api_base, budget=model.budget)
+    return ModelClient(
+        name, api_base=settings.judge_api_base, budget=model.budget, cache=model.cache
+    )
 
 
 def run(

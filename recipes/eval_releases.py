@@ -118,13 +118,17 @@ def held_out(tasks: TaskSet) -> TaskSet:
 
 
 def clients(
-    model: str | None, api_base: str | None = None, limits: BudgetLimits | None = None
+    model: str | None,
+    api_base: str | None = None,
+    limits: BudgetLimits | None = None,
+    cache: bool = True,
 ) -> tuple[ModelClient, ModelClient]:
     """(model, judge) the way ``engine.evolve`` builds them: the configured judge model or
     the model itself, sharing one budget (unlimited unless ``limits``: an evaluation's size
     is fixed by the task set, releases x tasks x repeats)."""
     settings = config.load_settings()
-    client = ModelClient(model, api_base=api_base, budget=(limits or BudgetLimits()).budget())
+    budget = (limits or BudgetLimits()).budget()
+    client = ModelClient(model, api_base=api_base, budget=budget, cache=cache)
     return client, engine.judge_client(settings, client)
 
 

@@ -260,6 +260,9 @@ def _evaluate(
         "oracle": heldout.with_rule(before, heldout.ADDED_PATH, persona.oracle_rule()),
     }
     model = ModelClient(timeout=600.0)  # the server's model: configured, else embedded
+    # The A/A arm asks the model again, never the answer cache: it is the control that
+    # shows the same tree gives the same answers (and so that cached answers are sound).
+    fresh = ModelClient(timeout=600.0, cache=False)
     total = len(arms) * len(prompts)
     done = 0
     answers: dict[str, list[heldout.Answer]] = {}
@@ -270,7 +273,8 @@ def _evaluate(
             done += 1
             say("evaluation", done, total, arm)
 
-        answers[name] = heldout.answer_all(model, persona, files, prompts, tick)
+        client = fresh if name == "aa" else model
+        answers[name] = heldout.answer_all(client, persona, files, prompts, tick)
     base = answers["before"]
 
     def versus(arm: str) -> dict[str, Any]:

@@ -13,6 +13,14 @@ ScenarioOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Ask the embedded model again instead of reusing its stored answers at "
+        "temperature 0 (the new answers are stored).",
+    ),
+]
 
 
 def scenario_name(name: str | None) -> str:

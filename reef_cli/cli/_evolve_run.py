@@ -26,6 +26,7 @@ def run_foreground(
     tasks_file: Path | None = None,
     recipe_options: dict[str, Any] | None = None,
     explain: Callable[[engine.Outcome], bool] | None = None,
+    cache: bool = True,
 ) -> engine.Outcome:
     """``explain``: prints an end its own way (True) instead of the outcome line."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -72,6 +73,7 @@ def run_foreground(
                 interactive=interactive,
                 clarify=clarify,
                 progress=progress,
+                cache=cache,
             )
         )
         bar.update(task, completed=1.0, description=outcome.state)

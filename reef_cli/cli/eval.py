@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from reef_cli.cli._common import JsonOpt, ScenarioOpt, scenario_name
+from reef_cli.cli._common import JsonOpt, NoCacheOpt, ScenarioOpt, scenario_name
 
 if TYPE_CHECKING:
     from recipes.eval_releases import EvalReport
@@ -39,6 +39,7 @@ def eval_releases(
         Path | None,
         typer.Option("--plot", help="Also write a PNG of the means and intervals (reef[tasks])."),
     ] = None,
+    no_cache: NoCacheOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Score releases on a task set's held-out split, each with a 95% interval, and
@@ -59,7 +60,7 @@ def eval_releases(
     numbers = parse_releases(found, releases)
     if plot is not None:
         require_matplotlib("reef eval --plot")  # say so before the runs, not after
-    client, judge = clients(model)
+    client, judge = clients(model, cache=not no_cache)
     with engine.runners(found.name, adapter, test, client, judge, trials=False) as (
         _trial,
         task_runner,
@@ -76,6 +77,7 @@ def eval_releases(
                 about={**about, "model": client.describe()},
             )
     data = report.to_json()
+    data["answers_reused"] = client.reused + (judge.reused if judge is not client else 0)
     if plot is not None:
         from reef_cli.core.plots import eval_plot
 
@@ -86,6 +88,13 @@ def eval_releases(
         print_json({**data, **({"plot": str(plot)} if plot else {})})
         return
     _print_table(report)
+    if data["answers_reused"]:
+        from reef_cli.cli._output import console
+
+        console().print(
+            f"{data['answers_reused']} answer(s) reused from the answer cache (the embedded "
+            "model's earlier answers at temperature 0); --no-cache asks again"
+        )
     if plot is not None:
         from reef_cli.cli._output import console, markup
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from reef_cli.cli._common import JsonOpt, scenario_name
+from reef_cli.cli._common import JsonOpt, NoCacheOpt, scenario_name
 from reef_cli.core import agents
 
 EXIT = {
@@ -85,6 +85,7 @@ def evolve(
             "(skillclaw, gepa).",
         ),
     ] = None,
+    no_cache: NoCacheOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evolve the harness: Reefine turns an ask into a tested, gated release; GEPA searches
@@ -114,6 +115,8 @@ def evolve(
         ):
             if value is not None:
                 args += [flag, str(value)]
+        if no_cache:
+            args.append("--no-cache")
         _print_schedule(schedule, recipe, found.name, args, as_json)
         return
     outcome = run_foreground(
@@ -127,6 +130,7 @@ def evolve(
         as_json=as_json,
         tasks_file=tasks,
         recipe_options=options,
+        cache=not no_cache,
     )
     raise typer.Exit(EXIT.get(outcome.state, 1))
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from reef_cli.core import embedded
-from reef_cli.core.errors import ModelError
+from reef_cli.core.errors import ModelError, ReefError
 
 log = logging.getLogger("reef.embedded")
 _lock = threading.Lock()
@@ -119,6 +119,34 @@ def _watch_deadline(model: Any) -> None:
 def loaded_name() -> str | None:
     """The registry name of the model this process loaded (None before the first use)."""
     return _loaded
+
+
+def identity() -> dict[str, Any] | None:
+    """Everything besides the request that decides a greedy answer: the model (its pinned
+    sha256), the decoding settings Reef adds and the llama.cpp build. The answer cache's
+    key (``answer_cache``); None when no embedded model is installed. Never loads it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    spec = embedded.REGISTRY.get(_loaded or "")
+    if spec is None:
+        try:
+            found = embedded.resolve()
+        except ReefError:  # a bad setting: the call itself reports it
+            return None
+        if found.path is None:
+            return None
+        spec = found.spec
+    try:
+        build = version("llama-cpp-python")
+    except PackageNotFoundError:
+        return None
+    return {
+        "model": spec.name,
+        "sha256": spec.sha256,
+        "repeat_penalty": spec.repeat_penalty,
+        "context_tokens": CONTEXT_TOKENS,
+        "llama_cpp_python": build,
+    }
 
 
 def _repeat_penalty() -> float:

@@ -77,6 +77,7 @@ class ModelClient:
         budget: Budget | None = None,
         timeout: float = 120.0,
         retries: int = 2,
+        cache: bool = True,
     ) -> None:
         if model is None:
             model, configured_base = default_model()
@@ -86,6 +87,8 @@ class ModelClient:
         self.budget = budget or Budget()
         self.timeout = timeout
         self.retries = retries
+        self.cache = cache  # reuse greedy answers of the embedded model (``answer_cache``)
+        self.reused = 0  # answers this client took from the cache instead of the model
 
     @property
     def embedded(self) -> bool:
@@ -120,6 +123,15 @@ class ModelClient:
                     f"no {missing} set for model {self.model}",
                     f"export {missing}=… or reef model use …",
                 )
+        address = self._cache_address(messages, max_tokens, temperature, schema)
+        if address is not None and self.cache:  # without it: computed afresh, then stored
+            from reef_cli.core import answer_cache
+
+            hit = answer_cache.get(address)
+            if hit is not None:  # no model call: nothing to charge but the time, as ever
+                self.budget.check_time()
+                self.reused += 1
+                return Completion(hit.text, hit.prompt_tokens, hit.completion_tokens, hit.model)
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             self.budget.before_call()
@@ -136,6 +148,18 @@ class ModelClient:
                     time.sleep(self.budget.bounded(backoff))
                 continue
             self.budget.charge(tokens=completion.prompt_tokens + completion.completion_tokens)
+            if address is not None:
+                from reef_cli.core import answer_cache
+
+                answer_cache.put(
+                    address,
+                    answer_cache.Cached(
+                        completion.text,
+                        completion.prompt_tokens,
+                        completion.completion_tokens,
+                        completion.model,
+                    ),
+                )
             return completion
         kind = type(last).__name__ if last else "error"
         raise ModelError(
@@ -143,6 +167,25 @@ class ModelClient:
             "check the model is running and reachable (reef doctor), or set another with "
             "`reef config set model …`",
         ) from last
+
+    def _cache_address(
+        self,
+        messages: list[dict[str, Any]],
+        max_tokens: int,
+        temperature: float,
+        schema: dict[str, Any] | None,
+    ) -> str | None:
+        """The answer cache's key for this call, or None when its answer is not reused:
+        the model is hosted or the decoding samples (temperature > 0)."""
+        if not (self.embedded and temperature == 0.0):
+            return None
+        from reef_cli.core import answer_cache, embedded_engine
+
+        identity = embedded_engine.identity()
+        if identity is None:
+            return None
+        request = {"messages": messages, "max_tokens": max_tokens, "schema": schema}
+        return answer_cache.key(identity, request)
 
     def _call(
         self,
