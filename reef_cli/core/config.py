@@ -34,6 +34,13 @@ class Settings(BaseModel):
         description="embedded model (`reef model list`); unset: qwen2.5-coder-1.5b with "
         ">= 6 GiB of memory, else smollm2-135m",
     )
+    embedded_slots: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="requests the embedded model decodes together: more serve several "
+        "clients faster, but an answer then depends on what is decoded beside it",
+    )
     serve_host: str = Field("127.0.0.1", description="address `reef serve` binds")
     serve_port: int = Field(8901, ge=1, le=65535, description="port `reef serve` binds")
     upstream: str | None = Field(None, description="upstream base URL for `reef serve`")

@@ -3,8 +3,12 @@
 The model in use comes from the registry (``embedded.resolve``: the ``embedded_model``
 setting, else the default rule). One model per process, loaded on first use after its
 sha256 is verified (once per version of the file, see ``embedded``): SmolLM2 is about
-250 MB and a second to load, Qwen2.5-Coder-1.5B about 1.6 GB. llama.cpp is not
-thread-safe, so calls are serialised with a lock. ``llama_cpp`` is imported here only.
+250 MB and a second to load, Qwen2.5-Coder-1.5B about 1.6 GB.
+
+Calls from any thread are decoded together by one worker (``embedded_batch``), up to the
+``embedded_slots`` setting at once; with ``embedded_slots = 1`` they take turns on the
+model's own context under a lock, one sequence at a time (llama.cpp is not thread-safe).
+``llama_cpp`` is imported here and in ``embedded_batch`` only.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ _model: Any = None
 _loaded: str | None = None  # the registry name of the loaded model
 _deadline: float | None = None  # the deadline of the call in flight (set under _lock)
 _abort_hook: Any = None  # llama.cpp's abort callback, kept alive as long as the model
+_decoder: Any = None  # the BatchDecoder, when more than one slot is set
 
 CONTEXT_TOKENS = 4096
 # A 135M model loops on its own phrases without a firm penalty; each registry entry
@@ -52,7 +57,7 @@ def load() -> Any:
     """The model in use, loaded once; its file is verified first (``ModelCorrupt`` if it
     does not match its pinned sha256). A chosen model that is not installed falls back to
     an installed one, with a warning."""
-    global _model, _loaded
+    global _model, _loaded, _decoder
     with _lock:
         if _model is None:
             found = embedded.resolve()
@@ -74,26 +79,43 @@ def load() -> Any:
             embedded.verify(found.spec, found.path)
             from llama_cpp import Llama
 
+            count = slots()
             model = Llama(
                 model_path=str(found.path),
-                n_ctx=CONTEXT_TOKENS,
+                # batched: the model's own context only formats and tokenizes
+                n_ctx=CONTEXT_TOKENS if count == 1 else 512,
                 n_threads=max(1, min(4, os.cpu_count() or 1)),
                 verbose=False,
                 seed=seed(),
             )
             _watch_deadline(model)
+            if count > 1:
+                from reef_cli.core.embedded_batch import BatchDecoder
+
+                _decoder = BatchDecoder(model, slots=count, cells=count * CONTEXT_TOKENS)
             _model, _loaded = model, found.spec.name
             atexit.register(_close)
         return _model
+
+
+def slots() -> int:
+    """How many calls the embedded model decodes together (the ``embedded_slots``
+    setting); 1 is the sequential path."""
+    from reef_cli.core.config import load_settings
+
+    return load_settings().embedded_slots
 
 
 def _close() -> None:
     """Free the model while the interpreter is still whole: left to ``Llama.__del__`` at
     shutdown, llama-cpp-python's teardown runs after its own module globals are gone and
     prints a TypeError traceback to stderr (into ``reef serve``'s log) on every exit."""
-    global _model, _loaded
+    global _model, _loaded, _decoder
     with _lock:
         model, _model, _loaded = _model, None, None
+        decoder, _decoder = _decoder, None
+    if decoder is not None:
+        decoder.close()
     if model is not None and hasattr(model, "close"):
         model.close()
 
@@ -124,9 +146,14 @@ def loaded_name() -> str | None:
 def identity() -> dict[str, Any] | None:
     """Everything besides the request that decides a greedy answer: the model (its pinned
     sha256), the decoding settings Reef adds and the llama.cpp build. The answer cache's
-    key (``answer_cache``); None when no embedded model is installed. Never loads it."""
+    key (``answer_cache``). None when no embedded model is installed, and when calls are
+    batched: a batched answer also depends on the sequences decoded beside it (their
+    rows change the rounding; bench/embedded_batching.py counts the answers that differ).
+    Never loads the model."""
     from importlib.metadata import PackageNotFoundError, version
 
+    if slots() > 1:
+        return None
     spec = embedded.REGISTRY.get(_loaded or "")
     if spec is None:
         try:
@@ -178,6 +205,8 @@ def chat(
     }
     if schema is not None:
         kwargs["response_format"] = {"type": "json_object", "schema": schema}
+    if _decoder is not None:
+        return _batched(model, kwargs, deadline)
     with _lock:
         if deadline is None:
             return dict(model.create_chat_completion(**kwargs))
@@ -242,8 +271,11 @@ def chat_stream(
     temperature: float = 0.2,
     stop: list[str] | None = None,
 ) -> Any:
-    """Yield OpenAI-shaped stream chunks. Holds the lock for the whole generation."""
+    """Yield OpenAI-shaped stream chunks (sequential: holding the lock throughout)."""
     model = load()
+    if _decoder is not None:
+        yield from _batched_stream(model, messages, max_tokens, temperature, stop)
+        return
     with _lock:
         yield from model.create_chat_completion(
             messages=messages,
@@ -265,3 +297,77 @@ def count_tokens(messages: list[dict[str, Any]]) -> int:
 def _prompt_text(messages: list[dict[str, Any]]) -> str:
     """What usage counts of a prompt: the messages' text, one per line."""
     return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+# --- the batched path -------------------------------------------------------------------
+
+
+def _batched(model: Any, kwargs: dict[str, Any], deadline: float | None) -> dict[str, Any]:
+    from reef_cli.core.embedded_batch import chat_request, late
+
+    if deadline is not None and time.monotonic() > deadline:
+        raise late()  # e.g. loading the model took the time left
+    request = _decoder.submit(chat_request(model, kwargs, deadline)).wait()
+    if request.error is not None:
+        raise request.error
+    return {
+        "model": _loaded or "embedded",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": request.text},
+                "finish_reason": request.finish,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": len(request.prompt),
+            "completion_tokens": len(request.tokens),
+            "total_tokens": len(request.prompt) + len(request.tokens),
+        },
+    }
+
+
+def _batched_stream(
+    model: Any,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    temperature: float,
+    stop: list[str] | None,
+) -> Any:
+    """``chat_stream`` on the batched path: the text as the decoder makes it final."""
+    import queue
+
+    from reef_cli.core.embedded_batch import chat_request
+
+    kwargs = {
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stop": stop,
+        "repeat_penalty": _repeat_penalty(),
+    }
+    request = chat_request(model, kwargs)
+    pieces: queue.Queue[str] = queue.Queue()
+    request.on_text = pieces.put
+    _decoder.submit(request)
+    name = _loaded or "embedded"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "object": "chat.completion.chunk",
+            "model": name,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    try:
+        yield chunk({"role": "assistant"})
+        while not (request.done.is_set() and pieces.empty()):
+            try:
+                yield chunk({"content": pieces.get(timeout=0.05)})
+            except queue.Empty:
+                continue
+        if request.error is not None:
+            raise request.error
+        yield chunk({}, request.finish)
+    finally:
+        request.cancel()  # a reader that went away stops the decoding

@@ -148,3 +148,9 @@ def test_a_corrupt_cache_is_a_warning_not_an_error(
     assert "cannot be used" in warnings[0] and "delete the file" in warnings[0]
     with pytest.raises(sqlite3.DatabaseError):  # the file is left as it was, for a person
         sqlite3.connect(path).execute("SELECT * FROM answers").fetchall()
+
+
+def test_batched_answers_are_never_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batched answer depends on what was decoded beside it, not on its request alone."""
+    monkeypatch.setenv("REEF_EMBEDDED_SLOTS", "2")
+    assert embedded_engine.identity() is None
