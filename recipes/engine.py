@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol
 
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet, evaluate
-from recipes.tasks.runners import ANSWER_TOKENS
+from recipes.tasks.runners import ANSWER_TOKENS, parallelism
 from reef_cli.core import config, quality
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
 from reef_cli.core.config import Settings
@@ -561,6 +561,7 @@ def _judge(
             task_runner.run_task,
             progress,
             incumbent_release=ctx.incumbent_release,
+            workers=parallelism(task_runner),
         )
         checks.append(result.as_check())
         evidence["evaluation"] = {**result.to_json(), "split": how.split}

@@ -21,6 +21,7 @@ from recipes import engine
 from recipes.base import Progress, no_progress
 from recipes.tasks import RunTask, Task, TaskRunner, TaskSet
 from recipes.tasks.evaluation import Scores, run_side
+from recipes.tasks.runners import parallelism
 from reef_cli.core import config
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import ReleaseNotFound, TaskSetError
@@ -182,7 +183,9 @@ def evaluate_releases(
             tick(f"r{number}: {task.id} ({done[0] + 1}/{total})", done[0] / total)
             done[0] += 1
 
-        scores, lenient = run_side(trees[number], test.tasks, test.repeats, run_task, on_run)
+        scores, lenient = run_side(
+            trees[number], test.tasks, test.repeats, run_task, on_run, parallelism(task_runner)
+        )
         sides.append((number, scores, lenient))
     tick(f"{total} run(s) done", 1.0)
     first_number, first, first_lenient = sides[0]

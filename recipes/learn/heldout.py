@@ -68,18 +68,26 @@ def answer_all(
     prompts: list[Prompt],
     tick: Callable[[], None] = lambda: None,
 ) -> list[Answer]:
-    """Every prompt answered once with ``files`` as the system prompt, greedy."""
+    """Every prompt answered once with ``files`` as the system prompt, greedy; as many
+    at once as the model decodes together (``ModelClient.parallelism``)."""
     system = render_harness(files)
-    out = []
-    for prompt in prompts:
+
+    def answer(prompt: Prompt) -> Answer:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt.text})
         text = model.chat(messages, max_tokens=persona.max_tokens, temperature=0.0).text
         strict = judge(persona.checks, text, prompt.answer).passed
         lenient = judge(persona.lenient, text, prompt.answer).passed if persona.lenient else True
-        out.append(Answer(prompt.id, float(strict), float(lenient), len(text.split()), text))
         tick()
-    return out
+        return Answer(prompt.id, float(strict), float(lenient), len(text.split()), text)
+
+    workers = model.parallelism
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="reef-heldout") as pool:
+            return list(pool.map(answer, prompts))
+    return [answer(prompt) for prompt in prompts]
 
 
 def compare(before: list[Answer], after: list[Answer], measure: str) -> dict[str, object]:

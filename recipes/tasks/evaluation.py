@@ -31,19 +31,31 @@ def run_side(
     repeats: int,
     run_task: Callable[[Side, Task], TaskRun],
     on_run: Callable[[Task], None] | None = None,
+    workers: int = 1,
 ) -> tuple[Scores, Scores]:
     """(scores, lenient scores) of one side (a tree, or whatever ``run_task`` runs):
-    task id -> one value per repeat."""
+    task id -> one value per repeat. ``workers`` > 1 runs that many tasks at once (the
+    embedded model decodes them together); the results keep the tasks' order."""
+    jobs = [task for task in tasks for _ in range(repeats)]
+
+    def one(task: Task) -> TaskRun:
+        if on_run is not None:
+            on_run(task)
+        return run_task(files, task)
+
+    if workers > 1 and len(jobs) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(workers, len(jobs)), thread_name_prefix="reef-task") as pool:
+            runs = list(pool.map(one, jobs))
+    else:
+        runs = [one(task) for task in jobs]
     scores: Scores = {}
     lenient: Scores = {}
-    for task in tasks:
-        for _ in range(repeats):
-            if on_run is not None:
-                on_run(task)
-            run = run_task(files, task)
-            scores.setdefault(task.id, []).append(run.score)
-            if task.lenient is not None:
-                lenient.setdefault(task.id, []).append(run.lenient)
+    for task, run in zip(jobs, runs, strict=True):
+        scores.setdefault(task.id, []).append(run.score)
+        if task.lenient is not None:
+            lenient.setdefault(task.id, []).append(run.lenient)
     return scores, lenient
 
 
@@ -70,6 +82,7 @@ def evaluate(
     run_task: RunTask,
     progress: Progress | None = None,
     incumbent_release: int | None = None,
+    workers: int = 1,
 ) -> Outcome:
     """Paired evaluation of two trees on ``tasks`` (all of them: pass the held-out split).
     ``incumbent_release``: the served release's number, whose recorded runs are reused."""
@@ -85,7 +98,7 @@ def evaluate(
         return tick
 
     cand, cand_lenient = run_side(
-        candidate, tasks.tasks, tasks.repeats, run_task, on_run("candidate")
+        candidate, tasks.tasks, tasks.repeats, run_task, on_run("candidate"), workers
     )
     inc, inc_lenient = run_side(
         incumbent,
@@ -93,6 +106,7 @@ def evaluate(
         tasks.repeats,
         reusing(run_task, incumbent_release),
         on_run("incumbent"),
+        workers,
     )
     lenient = (cand_lenient, inc_lenient) if cand_lenient else None
     return decide(cand, inc, tasks.policy(), lenient=lenient)

@@ -30,6 +30,12 @@ class TaskRunner(Protocol):
     def run_task(self, files: dict[str, str], task: Task) -> TaskRun: ...
 
 
+def parallelism(runner: object) -> int:
+    """How many tasks ``runner`` may run at once (1 unless it says more: an agent's trial
+    owns its sandbox and proxy, one at a time)."""
+    return max(1, int(getattr(runner, "parallelism", 1)))
+
+
 _COMMENT = re.compile(r"[ \t]*<!--.*?-->", re.DOTALL)
 
 
@@ -67,6 +73,11 @@ class DirectRunner:
         self.harness_in = harness_in
         self.judge = judge or model
         self.max_tokens = max_tokens
+
+    @property
+    def parallelism(self) -> int:
+        """Tasks worth running at once: one model call each, so the model's own."""
+        return self.model.parallelism
 
     def describe(self) -> dict[str, str]:
         return {"runner": DIRECT, "model": self.model.describe(), "harness_in": self.harness_in}

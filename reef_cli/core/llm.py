@@ -94,6 +94,17 @@ class ModelClient:
     def embedded(self) -> bool:
         return self.model == EMBEDDED
 
+    @property
+    def parallelism(self) -> int:
+        """How many calls are worth sending at once: the embedded model's slots (calls
+        decoded together, ``embedded_slots``); 1 for a hosted model, whose rate limits
+        Reef does not know."""
+        if not self.embedded:
+            return 1
+        from reef_cli.core import embedded_engine
+
+        return embedded_engine.slots()
+
     def call_seconds(self, max_tokens: int) -> float:
         """How long one call may take: ``timeout``, or for the embedded model on a small
         CPU long enough to write ``max_tokens`` at a slow pace (a 1,600-token structured
