@@ -527,6 +527,11 @@ def test_reef_evolve_schedule_nightly_prints_a_crontab_line_and_runs_nothing(
     executable = line.split(" evolve ")[0].split()[-1]
     assert executable.startswith("/") and executable.endswith("reef")
     assert claw.bodies() == [] and mark_of() == {}
+    kept = runner.invoke(
+        app,
+        ["evolve", "--recipe", "skillclaw", "-s", "demo", "--schedule", "nightly", "--no-cache"],
+    )
+    assert kept.exit_code == 0 and kept.stdout.rstrip().splitlines()[0].count("--no-cache") == 1
     refused = runner.invoke(app, ["evolve", "-s", "demo", "--schedule", "nightly"])
     assert refused.exit_code == 2 and "skillclaw, gepa" in refused.output
     help_text = runner.invoke(app, ["evolve", "--help"]).output
