@@ -41,6 +41,7 @@ from typing import Any
 from reef_cli.core.errors import ModelError
 
 log = logging.getLogger("reef.embedded")
+_seeding = threading.Lock()
 
 BATCH_TOKENS = 512  # tokens per decode, as the sequential path's n_batch
 
@@ -120,21 +121,24 @@ def chat_request(llama: Any, chat: dict[str, Any], deadline: float | None = None
         got = captured.kwargs
     else:  # pragma: no cover - every handler ends in create_completion
         raise ModelError("the model's chat template produced no prompt", "reef model list")
-    sampler = llama._init_sampler(
-        top_k=got["top_k"],
-        top_p=got["top_p"],
-        min_p=got["min_p"],
-        typical_p=got["typical_p"],
-        temp=got["temperature"],
-        repeat_penalty=got["repeat_penalty"],
-        frequency_penalty=got["frequency_penalty"],
-        presence_penalty=got["presence_penalty"],
-        tfs_z=got["tfs_z"],
-        mirostat_mode=got["mirostat_mode"],
-        mirostat_tau=got["mirostat_tau"],
-        mirostat_eta=got["mirostat_eta"],
-        grammar=got.get("grammar"),
-    )
+    with _seeding:  # _init_sampler reads the seed from the shared Llama
+        if got.get("seed") is not None:
+            llama.set_seed(int(got["seed"]))
+        sampler = llama._init_sampler(
+            top_k=got["top_k"],
+            top_p=got["top_p"],
+            min_p=got["min_p"],
+            typical_p=got["typical_p"],
+            temp=got["temperature"],
+            repeat_penalty=got["repeat_penalty"],
+            frequency_penalty=got["frequency_penalty"],
+            presence_penalty=got["presence_penalty"],
+            tfs_z=got["tfs_z"],
+            mirostat_mode=got["mirostat_mode"],
+            mirostat_tau=got["mirostat_tau"],
+            mirostat_eta=got["mirostat_eta"],
+            grammar=got.get("grammar"),
+        )
     stop = got.get("stop") or []
     stops = [s.encode("utf-8") for s in ([stop] if isinstance(stop, str) else stop) if s]
     return Request(

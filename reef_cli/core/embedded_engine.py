@@ -14,6 +14,8 @@ model's own context under a lock, one sequence at a time (llama.cpp is not threa
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -51,6 +53,17 @@ def seed() -> int:
             f"$REEF_EMBEDDED_SEED is {raw[:40]!r}, not a seed", "export REEF_EMBEDDED_SEED=0"
         )
     return value
+
+
+def call_seed(chat: dict[str, Any]) -> int:
+    """The sampler's seed for one call: ``$REEF_EMBEDDED_SEED`` and the request itself.
+    llama-cpp-python would otherwise derive each call's seed from the previous call's, so
+    a sampled answer (a GEPA reflection) would depend on how many calls the process made
+    before it — which the answer cache changes. Never llama.cpp's "random" seed."""
+    body = json.dumps(
+        {"seed": seed(), "request": chat}, sort_keys=True, ensure_ascii=False, default=str
+    )
+    return int.from_bytes(hashlib.sha256(body.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
 
 
 def load() -> Any:
@@ -205,6 +218,7 @@ def chat(
     }
     if schema is not None:
         kwargs["response_format"] = {"type": "json_object", "schema": schema}
+    kwargs["seed"] = call_seed(kwargs)
     if _decoder is not None:
         return _batched(model, kwargs, deadline)
     with _lock:
@@ -276,15 +290,16 @@ def chat_stream(
     if _decoder is not None:
         yield from _batched_stream(model, messages, max_tokens, temperature, stop)
         return
+    kwargs: dict[str, Any] = {
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stop": stop,
+        "repeat_penalty": _repeat_penalty(),
+    }
+    kwargs["seed"] = call_seed(kwargs)
     with _lock:
-        yield from model.create_chat_completion(
-            messages=messages,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            repeat_penalty=_repeat_penalty(),
-            stream=True,
-        )
+        yield from model.create_chat_completion(**kwargs, stream=True)
 
 
 def count_tokens(messages: list[dict[str, Any]]) -> int:
@@ -339,13 +354,14 @@ def _batched_stream(
 
     from reef_cli.core.embedded_batch import chat_request
 
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "messages": messages,
         "max_tokens": max_tokens,
         "temperature": temperature,
         "stop": stop,
         "repeat_penalty": _repeat_penalty(),
     }
+    kwargs["seed"] = call_seed(kwargs)
     request = chat_request(model, kwargs)
     pieces: queue.Queue[str] = queue.Queue()
     request.on_text = pieces.put
