@@ -206,7 +206,7 @@ class BatchDecoder:
         request.max_tokens = max(1, min(request.max_tokens, room - len(request.prompt)))
         with self._wake:
             if self._closed:
-                raise ModelError("the embedded model was closed", "start the command again")
+                raise ModelError("the embedded model was closed", "start it again")
             self._queue.append(request)
             self._wake.notify()
         return request
@@ -229,16 +229,21 @@ class BatchDecoder:
                 while not self._closed and not self._queue and not self._active:
                     self._wake.wait()
                 if self._closed:
+                    closed = ModelError("the embedded model was closed", "start it again")
                     for request in [*self._queue, *self._active]:
-                        self._fail(request, ModelError("the embedded model was closed", ""))
+                        self._fail(request, closed)
                     return
                 self._admit()
             try:
                 self._step()
             except Exception as exc:  # a decode that failed: every request in it fails
                 log.exception("embedded batch decode failed")
+                failed = ModelError(
+                    f"the embedded model failed: {exc}",
+                    "try again; with embedded_slots = 1 the calls take turns instead",
+                )
                 for request in list(self._active):
-                    self._end(request, error=ModelError(f"the embedded model failed: {exc}", ""))
+                    self._end(request, error=failed)
 
     def _reserved(self) -> int:
         return sum(len(r.prompt) + r.max_tokens for r in self._active)

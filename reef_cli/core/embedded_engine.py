@@ -222,9 +222,21 @@ def chat(
     if _decoder is not None:
         return _batched(model, kwargs, deadline)
     with _lock:
+        _fresh_if_sampled(model, temperature)
         if deadline is None:
             return dict(model.create_chat_completion(**kwargs))
         return _until(model, kwargs, deadline)
+
+
+def _fresh_if_sampled(model: Any, temperature: float) -> None:
+    """Before a sampled call, forget the previous call's prompt: llama-cpp-python reuses
+    its longest common prefix, and a prompt read in different pieces rounds a little
+    differently — enough to move a sampled token (a GEPA reflection differed between a
+    run and its rerun from cached answers). Greedy calls keep the reuse: it is what makes
+    an evaluation's shared system prompt cheap, and their answers hold (the A/A controls).
+    The caller holds the lock."""
+    if temperature > 0:
+        model.reset()
 
 
 def _until(model: Any, kwargs: dict[str, Any], deadline: float) -> dict[str, Any]:
@@ -299,6 +311,7 @@ def chat_stream(
     }
     kwargs["seed"] = call_seed(kwargs)
     with _lock:
+        _fresh_if_sampled(model, temperature)
         yield from model.create_chat_completion(**kwargs, stream=True)
 
 
