@@ -34,8 +34,13 @@ from reef_cli.server.periodic import Periodic
 log = logging.getLogger("reef.learning")
 
 # After these ends the batch was looked at, so the loop advances the recipe's mark over
-# it; failed / invalid / stopped: the same batch is tried again after min_interval_s.
+# it; failed / invalid / stopped: the same batch is tried again once a session is new or
+# has grown, or RETRY_S after the end (and after min_interval_s).
 CONSUMED = ("published", "pending", "rejected", "unchanged")
+RETRIED = ("failed", "invalid", "stopped")
+# An end that repeats would repeat in a second: the answers it was judged on are reused
+# (core/answer_cache.py), so without this wait the loop would start a run a second.
+RETRY_S = 60.0
 # Recipes that read the sessions themselves and keep their own mark (SkillClaw's
 # ``settle`` advances it over what it consumed, and holds back sessions still waiting on
 # a judge): the loop never writes their mark, or it would consume what they held back.
@@ -152,6 +157,13 @@ class LiveLoop(Periodic):
                 "tasks",
                 f"gepa searches a task set: add scenarios/{name}/{ls.TASKS_FILE} "
                 "(`reef tasks make … -o` writes one)",
+            )
+        elif (retry := _retry_due(run, seen, now)) is not None:
+            state.next_trigger = _waits(
+                "retry",
+                f"the last run ended {run.state if run else ''} on this same batch; it is "
+                f"tried again at {ls.iso(retry)}, or sooner when a session is new or grows",
+                at=ls.iso(retry),
             )
         elif _held_back(run, seen):
             state.next_trigger = _waits(
@@ -344,13 +356,29 @@ class LiveLoop(Periodic):
             state.next_trigger = _waits("interval", "the job runner refused the last job")
 
 
+def _same_batch(run: ls.LastRun, seen: _Seen | None) -> bool:
+    """Nothing is new since ``run`` was triggered: every eligible session is in its batch,
+    unchanged."""
+    if seen is None or not run.batch or not seen.ready:
+        return False
+    return all(run.batch.get(s.key) == s.fingerprint for s in seen.ready)
+
+
+def _retry_due(run: ls.LastRun | None, seen: _Seen | None, now: datetime) -> datetime | None:
+    """When a run that ended failed, invalid or stopped on the very batch the loop sees now
+    may be tried again (None: no wait)."""
+    if run is None or run.state not in RETRIED or not _same_batch(run, seen):
+        return None
+    ended = ls.parse_time(run.ended) if run.ended else None
+    due = ended + timedelta(seconds=RETRY_S) if ended else None
+    return due if due is not None and due > now else None
+
+
 def _held_back(run: ls.LastRun | None, seen: _Seen | None) -> bool:
     """The last run ended ``unchanged`` with its batch kept back (too few sessions a gate
     could ever publish on) and nothing new has come since: another run would hold back
     the very same batch, so the loop waits for a new or grown session."""
-    if run is None or run.state != "unchanged" or seen is None or not run.batch:
-        return False
-    return bool(seen.ready) and all(run.batch.get(s.key) == s.fingerprint for s in seen.ready)
+    return run is not None and run.state == "unchanged" and _same_batch(run, seen)
 
 
 def _waits(what: str, detail: str, **extra: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from reef_cli.core.errors import ServeError
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tokens import ScopedToken, TokenSet, digest
+from reef_cli.server import learning
 from reef_cli.server.app import create_app
 from reef_cli.server.config import LearningConfig, ServeConfig, build, load_file, with_recipe
 from reef_cli.server.learning import LiveLoop
@@ -360,8 +361,9 @@ def test_sessions_older_than_max_staleness_are_excluded_and_counted(live) -> Non
 
 
 def test_a_job_that_fails_or_a_scenario_that_breaks_never_stops_the_loop(
-    live, caplog: pytest.LogCaptureFixture
+    live, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(learning, "RETRY_S", 0.5)  # the same batch is retried this soon
     first_release("shop")
     first_release("cafe")
     secret = "my password is hunter2"
@@ -491,6 +493,28 @@ def test_the_loop_leaves_a_session_reading_recipes_mark_to_the_recipe(live) -> N
     assert not (stack.home / "scenarios/shop/skillclaw.json").exists()
     state = stack.state("shop")
     assert state["counts"]["eligible"] == 3 and state["next_trigger"]["waits_for"] == "interval"
+
+
+@pytest.mark.parametrize("end", ["invalid", "failed", "stopped"])
+def test_a_run_that_ended_badly_is_retried_after_a_wait_or_on_a_new_session(live, end: str) -> None:
+    """With the answers a run was judged on reused, an end that repeats (a judge that
+    cannot score a replayed answer) repeats in a second: the loop waits RETRY_S before it
+    tries the same batch again (with min_interval_s 0 it spun, a job a second), and a new
+    session starts the next run at once."""
+    first_release("shop")
+    runner = Recording(end=lambda job: end)
+    stack = live(runner, min_interval_s=0)
+    for name in ("s1", "s2", "s3"):
+        stack.session("shop", name)
+    wait_for(lambda: stack.state("shop")["last_run"]["state"] == end, "the end")
+    stack.polls(5)
+    state = stack.state("shop")
+    assert len(runner.jobs) == 1
+    assert state["next_trigger"]["waits_for"] == "retry"
+    assert state["next_trigger"]["at"] and "tried again" in state["next_trigger"]["detail"]
+    stack.session("shop", "s4")
+    wait_for(lambda: len(runner.jobs) == 2, "the next run, on the new session")
+    assert stack.state("shop")["last_run"]["sessions"] == 4
 
 
 def test_a_held_back_batch_waits_for_a_new_session_before_the_next_run(live) -> None:
