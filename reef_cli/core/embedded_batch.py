@@ -106,6 +106,22 @@ class _Capture:
         raise _Captured(kwargs)
 
 
+# create_completion's sampling arguments that _init_sampler takes under the same name
+_SAMPLER_SETTINGS = (
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "tfs_z",
+    "mirostat_mode",
+    "mirostat_tau",
+    "mirostat_eta",
+)
+
+
 def chat_request(llama: Any, chat: dict[str, Any], deadline: float | None = None) -> Request:
     """The :class:`Request` that decodes ``llama.create_chat_completion(**chat)``."""
     from llama_cpp import llama_chat_format
@@ -125,19 +141,9 @@ def chat_request(llama: Any, chat: dict[str, Any], deadline: float | None = None
         if got.get("seed") is not None:
             llama.set_seed(int(got["seed"]))
         sampler = llama._init_sampler(
-            top_k=got["top_k"],
-            top_p=got["top_p"],
-            min_p=got["min_p"],
-            typical_p=got["typical_p"],
             temp=got["temperature"],
-            repeat_penalty=got["repeat_penalty"],
-            frequency_penalty=got["frequency_penalty"],
-            presence_penalty=got["presence_penalty"],
-            tfs_z=got["tfs_z"],
-            mirostat_mode=got["mirostat_mode"],
-            mirostat_tau=got["mirostat_tau"],
-            mirostat_eta=got["mirostat_eta"],
             grammar=got.get("grammar"),
+            **{name: got[name] for name in _SAMPLER_SETTINGS},
         )
     stop = got.get("stop") or []
     stops = [s.encode("utf-8") for s in ([stop] if isinstance(stop, str) else stop) if s]

@@ -14,6 +14,7 @@ model's own context under a lock, one sequence at a time (llama.cpp is not threa
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import json
 import logging
@@ -163,8 +164,6 @@ def identity() -> dict[str, Any] | None:
     batched: a batched answer also depends on the sequences decoded beside it (their
     rows change the rounding; bench/embedded_batching.py counts the answers that differ).
     Never loads the model."""
-    from importlib.metadata import PackageNotFoundError, version
-
     if slots() > 1:
         return None
     spec = embedded.REGISTRY.get(_loaded or "")
@@ -176,9 +175,8 @@ def identity() -> dict[str, Any] | None:
         if found.path is None:
             return None
         spec = found.spec
-    try:
-        build = version("llama-cpp-python")
-    except PackageNotFoundError:
+    build = _llama_cpp_version()
+    if build is None:
         return None
     return {
         "model": spec.name,
@@ -187,6 +185,17 @@ def identity() -> dict[str, Any] | None:
         "context_tokens": CONTEXT_TOKENS,
         "llama_cpp_python": build,
     }
+
+
+@functools.cache
+def _llama_cpp_version() -> str | None:
+    """The installed llama-cpp-python's version (read once: a metadata scan)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llama-cpp-python")
+    except PackageNotFoundError:
+        return None
 
 
 def _repeat_penalty() -> float:
@@ -209,6 +218,25 @@ def chat(
     abandoned between two tokens once the deadline has passed (``ModelError``): llama.cpp
     has no cancel, and an exception raised inside its sampler callbacks is swallowed."""
     model = load()
+    kwargs = _chat_kwargs(messages, max_tokens, temperature, stop, schema)
+    if _decoder is not None:
+        return _batched(model, kwargs, deadline)
+    with _lock:
+        _fresh_if_sampled(model, temperature)
+        if deadline is None:
+            return dict(model.create_chat_completion(**kwargs))
+        return _until(model, kwargs, deadline)
+
+
+def _chat_kwargs(
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    temperature: float,
+    stop: list[str] | None,
+    schema: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``create_chat_completion``'s arguments for one call, on either path: the model's
+    repeat penalty, a grammar for ``schema``, the call's own seed (``call_seed``)."""
     kwargs: dict[str, Any] = {
         "messages": messages,
         "max_tokens": max_tokens,
@@ -219,13 +247,7 @@ def chat(
     if schema is not None:
         kwargs["response_format"] = {"type": "json_object", "schema": schema}
     kwargs["seed"] = call_seed(kwargs)
-    if _decoder is not None:
-        return _batched(model, kwargs, deadline)
-    with _lock:
-        _fresh_if_sampled(model, temperature)
-        if deadline is None:
-            return dict(model.create_chat_completion(**kwargs))
-        return _until(model, kwargs, deadline)
+    return kwargs
 
 
 def _fresh_if_sampled(model: Any, temperature: float) -> None:
@@ -299,17 +321,10 @@ def chat_stream(
 ) -> Any:
     """Yield OpenAI-shaped stream chunks (sequential: holding the lock throughout)."""
     model = load()
+    kwargs = _chat_kwargs(messages, max_tokens, temperature, stop)
     if _decoder is not None:
-        yield from _batched_stream(model, messages, max_tokens, temperature, stop)
+        yield from _batched_stream(model, kwargs)
         return
-    kwargs: dict[str, Any] = {
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "stop": stop,
-        "repeat_penalty": _repeat_penalty(),
-    }
-    kwargs["seed"] = call_seed(kwargs)
     with _lock:
         _fresh_if_sampled(model, temperature)
         yield from model.create_chat_completion(**kwargs, stream=True)
@@ -355,26 +370,12 @@ def _batched(model: Any, kwargs: dict[str, Any], deadline: float | None) -> dict
     }
 
 
-def _batched_stream(
-    model: Any,
-    messages: list[dict[str, Any]],
-    max_tokens: int,
-    temperature: float,
-    stop: list[str] | None,
-) -> Any:
+def _batched_stream(model: Any, kwargs: dict[str, Any]) -> Any:
     """``chat_stream`` on the batched path: the text as the decoder makes it final."""
     import queue
 
     from reef_cli.core.embedded_batch import chat_request
 
-    kwargs: dict[str, Any] = {
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "stop": stop,
-        "repeat_penalty": _repeat_penalty(),
-    }
-    kwargs["seed"] = call_seed(kwargs)
     request = chat_request(model, kwargs)
     pieces: queue.Queue[str] = queue.Queue()
     request.on_text = pieces.put

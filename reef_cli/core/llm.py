@@ -16,7 +16,7 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -142,7 +142,7 @@ class ModelClient:
             if hit is not None:  # no model call: nothing to charge but the time, as ever
                 self.budget.check_time()
                 self.reused += 1
-                return Completion(hit.text, hit.prompt_tokens, hit.completion_tokens, hit.model)
+                return Completion(**asdict(hit))
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             self.budget.before_call()
@@ -162,15 +162,7 @@ class ModelClient:
             if address is not None:
                 from reef_cli.core import answer_cache
 
-                answer_cache.put(
-                    address,
-                    answer_cache.Cached(
-                        completion.text,
-                        completion.prompt_tokens,
-                        completion.completion_tokens,
-                        completion.model,
-                    ),
-                )
+                answer_cache.put(address, answer_cache.Cached(**asdict(completion)))
             return completion
         kind = type(last).__name__ if last else "error"
         raise ModelError(
