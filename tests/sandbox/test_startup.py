@@ -49,9 +49,11 @@ def test_nproc_counts_only_what_the_policy_allows(work: Path) -> None:
 
 
 # Code the caller runs (argv: work dir, tag, allow, hold). ``hold`` keeps bwrap held on
-# --block-fd: "rlimits" while the rlimits are set, "pasta" while pasta starts; the caller
-# prints HELD and is killed there. The marker is assembled in the caller, so only the
-# sandbox's command lines (bwrap's, its held PID 1's, the command's) hold it.
+# --block-fd: "rlimits" while the rlimits are set, "pasta" once pasta listens (held right
+# after its start, a pasta that failed went unnoticed: the test saw no pasta and no reason;
+# wait_listening raises with pasta's own words); the caller prints HELD and is killed there.
+# The marker is assembled in the caller, so only the sandbox's command lines (bwrap's, its
+# held PID 1's, the command's) hold it.
 CALLER = """
 import socket, sys, time, sandbox
 from sandbox import _limits, _pasta
@@ -68,7 +70,7 @@ def held(fn):
 if hold == "rlimits":
     _limits.apply_to = held(_limits.apply_to)
 if hold == "pasta":
-    _pasta.start = held(_pasta.start)
+    _pasta.wait_listening = held(_pasta.wait_listening)
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
 ports = [("127.0.0.1", srv.getsockname()[1])] if allow == "1" else []
 cmd = ["sh", "-c", "sleep 300 # reef-caller-death-" + tag]
