@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters import NAMES, get
+from adapters import get, names
 from adapters.base import ReleaseToInstall, Routing
 from reef_cli.core import installs, scenarios
 from reef_cli.core.errors import GateBlocked
@@ -27,7 +27,7 @@ def refuse_pending(
         "has not passed",
         f"review it (`reef harness show {number} -s {scenario_name}`), then "
         f"`reef harness promote {number} -s {scenario_name}` and install the new release; or "
-        f"install it unreviewed: `reef harness install -a {adapter or '|'.join(NAMES)} "
+        f"install it unreviewed: `reef harness install -a {adapter or '|'.join(names())} "
         f"-s {scenario_name} "
         f"-r {number} --allow-pending`",
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Session
-from reef_cli.core.agents import NAMES
+from reef_cli.core import agents
 from reef_cli.core.errors import ReefError
 from reef_cli.core.records import HarvestedSession
 from reef_cli.core.store import Store, open_store
@@ -78,32 +78,31 @@ def parse_since(text: str | None) -> datetime | None:
 
 def adapter_name(name: str) -> str:
     """The canonical adapter name (``claude`` -> ``claude-code``); ReefError if unknown."""
-    import adapters
-
-    return adapters.get(name).name
+    return agents.get(name).name
 
 
 def _guess_adapter(target: Path) -> str:
+    """The agent ``target`` belongs to: the one its install manifest names, else the one
+    whose marks (``Agent.marks``) it has — a file first (Codex keeps config.toml beside its
+    sessions/, opencode its opencode.json(c) or its database), then a folder (pi only
+    has sessions/, Claude Code projects/)."""
     from adapters import _files
 
+    rows = agents.registered()
     manifest = _files.load_manifest(target)
-    if manifest and manifest.get("adapter") in NAMES:
+    if manifest and manifest.get("adapter") in {agent.name for agent in rows}:
         return str(manifest["adapter"])
-    # Each agent's own marks, most specific first: Codex keeps config.toml beside its
-    # sessions/, opencode its opencode.json(c) or its database, pi only sessions/.
-    if (target / "config.toml").is_file() or (target / "reef.config.toml").is_file():
-        return "codex"
-    if any(
-        (target / name).is_file() for name in ("opencode.json", "opencode.jsonc", "opencode.db")
-    ):
-        return "opencode"
-    if (target / "sessions").is_dir():
-        return "pi"
-    if (target / "projects").is_dir():
-        return "claude-code"
+    for folders in (False, True):
+        for agent in rows:
+            for mark in agent.marks:
+                if mark.endswith("/") != folders:
+                    continue
+                where = target / mark.rstrip("/")
+                if where.is_dir() if folders else where.is_file():
+                    return agent.name
     raise ReefError(
         f"cannot tell which agent {target} belongs to",
-        f"pass --adapter with one of: {', '.join(NAMES)}",
+        f"pass --adapter with one of: {', '.join(agent.name for agent in rows)}",
     )
 
 
@@ -115,10 +114,10 @@ def targets(adapter: str | None = None) -> list[tuple[str, Path]]:
     found: list[tuple[str, Path]] = []
     for install in installs.all_installs():
         found.append((install.adapter, Path(install.target)))
-    agents = paths.agents_dir()
-    if agents.is_dir():
-        for folder in sorted(agents.iterdir()):
-            for name in sorted(NAMES, key=len, reverse=True):  # the longest prefix first
+    owned = paths.agents_dir()
+    if owned.is_dir():
+        for folder in sorted(owned.iterdir()):
+            for name in sorted(agents.names(), key=len, reverse=True):  # longest prefix first
                 if folder.is_dir() and folder.name.startswith(name + "-"):
                     found.append((name, folder))
                     break

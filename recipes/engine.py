@@ -30,10 +30,10 @@ from typing import Any, Literal, Protocol
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet, evaluate
 from recipes.tasks.runners import ANSWER_TOKENS, parallelism
-from reef_cli.core import config, quality
+from reef_cli.core import config, plugins, quality
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
 from reef_cli.core.config import Settings
-from reef_cli.core.errors import BudgetInvalid, OptionInvalid, ReefError, TaskSetError
+from reef_cli.core.errors import BudgetInvalid, ReefError, TaskSetError
 from reef_cli.core.evaluation import sign_test_minimum
 from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
@@ -60,31 +60,12 @@ class Outcome:
         }
 
 
-RECIPES = ("reefine", "gepa", "skillclaw")
-
-
 def recipe_named(name: str, options: dict[str, Any] | None = None) -> Recipe:
-    """The recipe called ``name``, built with its ``options`` (e.g. GEPA's
-    ``max_metric_calls``); a new recipe registers here and in ``RECIPES``."""
-    options = options or {}
-    if name == "reefine":
-        from recipes.reefine import Reefine
-
-        if options:
-            raise OptionInvalid(
-                f"reefine takes no options (got {', '.join(sorted(options))})",
-                "drop them, or choose --recipe gepa",
-            )
-        return Reefine()
-    if name == "gepa":
-        from recipes.gepa import Gepa
-
-        return Gepa.with_options(options)
-    if name == "skillclaw":
-        from recipes.skillclaw import SkillClaw
-
-        return SkillClaw.with_options(options)
-    raise ReefError(f"unknown recipe {name!r}", f"available: {', '.join(RECIPES)}")
+    """The recipe called ``name`` (a ``reef.recipes`` entry point, ``core.plugins``),
+    built with its ``options`` (e.g. GEPA's ``max_metric_calls``)."""
+    factory = plugins.load(plugins.recipe(name).factory)
+    recipe: Recipe = factory.with_options(options or {})
+    return recipe
 
 
 class Runner(Protocol):

@@ -1,27 +1,25 @@
 """The Claude Code adapter: render a release into CLAUDE.md, skills/, commands/ and
 settings.json hooks; run Claude Code through `reef serve`; harvest its transcripts.
 
-Names are imported lazily, so the hook (run on every prompt) starts fast.
+This module is the agent's row only (read from the ``reef.adapters`` entry point, and
+imported before the hook, which runs on every prompt: it stays light); the adapter is
+``adapters.claude_code.adapter.ClaudeCodeAdapter``. See docs/adapters-claude-code.md.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from reef_cli.core.agents import Agent
 
-if TYPE_CHECKING:
-    from adapters._binary import AgentNotFound, AgentVersionUnsupported
-    from adapters.claude_code.adapter import ClaudeCodeAdapter
-
-__all__ = ["AgentNotFound", "AgentVersionUnsupported", "ClaudeCodeAdapter"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ClaudeCodeAdapter":
-        from adapters.claude_code.adapter import ClaudeCodeAdapter
-
-        return ClaudeCodeAdapter
-    if name in ("AgentNotFound", "AgentVersionUnsupported"):
-        from adapters import _binary
-
-        return getattr(_binary, name)
-    raise AttributeError(f"module 'adapters.claude_code' has no attribute {name!r}")
+AGENT = Agent(
+    name="claude-code",
+    binary="claude",
+    wrapper="reef-claude",
+    label="Claude Code",
+    package="npm install -g @anthropic-ai/claude-code",
+    module="adapters.claude_code.adapter",
+    attribute="ClaudeCodeAdapter",
+    aliases=("claude",),
+    hook="adapters.claude_code.hook",
+    install="scripts/install_agents.sh (Claude Code)",
+    marks=("projects/",),
+)

@@ -2,27 +2,22 @@
 commands/, the ``reef`` provider in opencode.json(c)); run opencode through `reef serve`;
 harvest its SQLite session store. See docs/adapters-opencode.md.
 
-Names are imported lazily, so importing the package costs nothing until it is used.
+This module is the agent's row only (read from the ``reef.adapters`` entry point, so it
+stays light); the adapter is ``adapters.opencode.adapter.OpenCodeAdapter``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from reef_cli.core.agents import Agent
 
-if TYPE_CHECKING:
-    from adapters._binary import AgentNotFound, AgentVersionUnsupported
-    from adapters.opencode.adapter import NotInstalled, OpenCodeAdapter
-
-__all__ = ["AgentNotFound", "AgentVersionUnsupported", "NotInstalled", "OpenCodeAdapter"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("OpenCodeAdapter", "NotInstalled"):
-        from adapters.opencode import adapter
-
-        return getattr(adapter, name)
-    if name in ("AgentNotFound", "AgentVersionUnsupported"):
-        from adapters import _binary
-
-        return getattr(_binary, name)
-    raise AttributeError(f"module 'adapters.opencode' has no attribute {name!r}")
+AGENT = Agent(
+    name="opencode",
+    binary="opencode",
+    wrapper="reef-opencode",
+    label="opencode",
+    package="npm install -g opencode-ai",
+    module="adapters.opencode.adapter",
+    attribute="OpenCodeAdapter",
+    install="scripts/install_agents.sh (opencode)",
+    marks=("opencode.json", "opencode.jsonc", "opencode.db"),
+)

@@ -1,22 +1,4 @@
-"""GEPA: a task set with a programmatic scorer -> the tree's rule and skill texts,
-evolved by the ``gepa`` package's engine (Pareto selection, reflective mutation, merge).
-
-The candidate is the dict of tree texts (``components``); GEPA's val split selects, the
-gate judges on the held-out test split. The parts:
-
-- ``components`` — a tree as GEPA's candidate and back (bodies only; frontmatter and the
-  other files are Reef's);
-- ``reflection`` — the reflection prompt a small model follows, as gepa's
-  ``custom_candidate_proposer``, each call charged to the job's budget;
-- ``search`` — the adapter (with its greedy-decoding cache), the metric-call meter and
-  stopper, the default budget's fit to the time limit, and one ``optimize`` run;
-- ``budget`` — the default ``max_metric_calls`` and its fit to the time limit;
-- ``heard`` — what people said: each task's complaint, the accepted sessions (which
-  ``recipes.demos`` turns into a second seed candidate).
-
-``gepa`` is imported only when a search runs, so `reef --help` never loads it.
-See docs/gepa.md.
-"""
+"""The Gepa recipe itself; the package's docstring says how it works."""
 
 from __future__ import annotations
 
@@ -25,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recipes.base import Candidate, Context, refuse_unknown_options
+from recipes.gepa import RECIPE
 from recipes.gepa.budget import SECONDS_PER_CALL, wanted_calls
 from recipes.tasks import TaskSet
 from reef_cli.core.budget import BudgetLimits
@@ -76,9 +59,9 @@ def limits_for(options: GepaOptions, tasks: TaskSet | None = None) -> BudgetLimi
 
 
 class Gepa:
-    name = "gepa"
+    name = RECIPE.name
     trials = False  # no agent trial: the held-out evaluation is the proof
-    requires_tasks = True
+    requires_tasks = RECIPE.needs_tasks  # one truth: the registered row
 
     def __init__(self, options: GepaOptions | None = None) -> None:
         self.options = options or GepaOptions()

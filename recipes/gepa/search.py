@@ -49,7 +49,7 @@ from recipes.tasks import DIRECT, Task, TaskSet
 from reef_cli.core.errors import EvaluationInvalid, ReefError, TaskSetError
 
 if TYPE_CHECKING:
-    from recipes.gepa import GepaOptions
+    from recipes.gepa.recipe import GepaOptions
 
 OUTAGE_SHARE = 0.25  # more than this share of runs without a score: invalid
 OUTAGE_MIN = 3  # … and at least this many

@@ -1,24 +1,18 @@
-"""Reefine: one plain-language ask -> one typed, tested change to the harness.
-
-ask -> (up to two clarifying questions) -> the model drafts a typed change -> validated,
-trimmed of actions the ask did not name (``scope``) and applied to a copy of the served
-tree -> a probe task for the trial, and the text the recorded request must contain to show
-the change loaded. The engine runs the trial and the gate, then asks the recipe's
-``follow`` check (``follow``: is the change followed on check prompts, compared with the
-served release?) and publishes.
-"""
+"""The Reefine recipe itself; the package's docstring says how it works."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from recipes.base import Candidate, Context
-from recipes.reefine import follow
+from recipes.reefine import RECIPE, follow
 from recipes.reefine.draft import Draft, apply_draft, draft_change
 from recipes.reefine.scope import trim_draft
 from recipes.tasks import TaskSet
 from reef_cli.core.asks import check_ask, clarified
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits
+from reef_cli.core.errors import OptionInvalid
 from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.tree import HarnessTree, parse_files
@@ -74,9 +68,18 @@ def limits_for(tasks: TaskSet | None) -> BudgetLimits:
 
 
 class Reefine:
-    name = "reefine"
+    name = RECIPE.name
     trials = True
-    requires_tasks = False
+    requires_tasks = RECIPE.needs_tasks  # one truth: the registered row
+
+    @classmethod
+    def with_options(cls, options: Mapping[str, Any] | None = None) -> Reefine:
+        if options:
+            raise OptionInvalid(
+                f"reefine takes no options (got {', '.join(sorted(options))})",
+                "drop them, or choose --recipe gepa",
+            )
+        return cls()
 
     def limits(self, tasks: TaskSet | None) -> BudgetLimits | None:
         """The defaults fit a draft, a redraft, two judges and a trial; the follow check

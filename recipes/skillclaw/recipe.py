@@ -1,20 +1,4 @@
-"""SkillClaw: the sessions and reports since the last run -> edits to the tree's skills.
-
-new sessions (``core.evidence`` + the ``skillclaw`` mark) -> a score for each (reported,
-implicit from the turns, or judged) -> what the person said about failed answers becomes
-rules and facts (``rules``: one complaint, one line, citing its reports) -> the other
-sessions are grouped by the skill each used -> one decision per
-group (improve a body, optimise a description, create a skill, skip) -> a create that
-collides with an existing skill is merged into it -> every edit verified (deterministic
-checks, then a verifier call) -> one candidate with the surviving edits and replay tasks
-built from the batch. The engine gates it; ``settle`` moves the mark once the batch was
-consumed (published, pending or rejected). See docs/skillclaw.md.
-
-The parts: ``signals`` (scores), ``rules`` (complaints -> rules and facts), ``decide``
-(groups and decisions), ``merge`` (lines of guidance, merges), ``verify`` (the checks and
-the verifier), ``skills`` (SKILL.md text), ``replay`` (the replay tasks), ``guard`` (the
-credential scan before text leaves).
-"""
+"""The SkillClaw recipe itself; the package's docstring says how it works."""
 
 from __future__ import annotations
 
@@ -23,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recipes.base import Candidate, Change, Context, refuse_unknown_options
-from recipes.skillclaw import decide, replay, rules, signals, verify
+from recipes.skillclaw import RECIPE, decide, replay, rules, signals, verify
 from recipes.skillclaw.decide import Edit
 from recipes.skillclaw.merge import merge_bodies, normal_name, same_name
 from recipes.skillclaw.skills import SkillText, skills_of
@@ -99,9 +83,9 @@ class _Plan:
 
 
 class SkillClaw:
-    name = "skillclaw"
+    name = RECIPE.name
     trials = False  # no agent trial: the replay (or the scenario's task set) is the proof
-    requires_tasks = False
+    requires_tasks = RECIPE.needs_tasks  # one truth: the registered row
 
     def __init__(self, options: SkillClawOptions | None = None) -> None:
         self.options = options or SkillClawOptions()

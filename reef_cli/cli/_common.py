@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 ScenarioOpt = Annotated[
     str | None,
@@ -36,3 +38,43 @@ def new_app(help_text: str) -> typer.Typer:
     """A command group. Plain (non-rich) help keeps `--help` from importing rich: start-up
     speed is a feature, and the text is the same."""
     return typer.Typer(help=help_text, no_args_is_help=True, rich_markup_mode=None)
+
+
+# Placeholders an option's help may hold, filled in from the registries when the help is
+# shown: listing them at import would read the entry points on every start.
+def _registry_texts() -> dict[str, Callable[[], str]]:
+    from reef_cli.core import agents, plugins
+
+    return {
+        "{recipes}": plugins.recipes_text,
+        "{unattended_recipes}": plugins.unattended_text,
+        "{adapters}": agents.names_text,
+    }
+
+
+def _fill_registry_help(params: list[Any]) -> None:
+    for param in params:
+        text = getattr(param, "help", None)
+        if isinstance(text, str) and "{" in text:
+            for mark, fill in _registry_texts().items():
+                text = text.replace(mark, fill()) if mark in text else text
+            param.help = text
+
+
+# typer vendors its own click: its classes, not click's, are what these receive.
+class RegistryHelp(TyperCommand):
+    """A command whose options' help names what is registered (``{recipes}``,
+    ``{unattended_recipes}``, ``{adapters}``): a plugin's recipe or agent shows up in
+    ``--help`` like Reef's own, and ``reef --help`` still reads no entry point."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _fill_registry_help(self.params)
+        super().format_help(ctx, formatter)
+
+
+class RegistryHelpGroup(TyperGroup):
+    """``RegistryHelp`` for a group whose callback has options (`reef serve`)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _fill_registry_help(self.params)
+        super().format_help(ctx, formatter)

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from reef_cli.cli._common import JsonOpt, NoCacheOpt, scenario_name
-from reef_cli.core import agents
 
 EXIT = {
     "published": 0,
@@ -28,8 +27,7 @@ def evolve(
         str,
         typer.Option(
             "--recipe",
-            help="Recipe: reefine (an ask), gepa (a search on a task set) or skillclaw (skills "
-            "learned from the scenario's recorded sessions and reports).",
+            help="Recipe: {recipes}.",
         ),
     ] = "reefine",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Ask no clarifying questions.")] = False,
@@ -38,7 +36,7 @@ def evolve(
         typer.Option("--model", help="LiteLLM model string (default: configured or embedded)."),
     ] = None,
     adapter: Annotated[
-        str, typer.Option("--adapter", "-a", help=f"Agent the trial runs: {agents.names_text()}.")
+        str, typer.Option("--adapter", "-a", help="Agent the trial runs: {adapters}.")
     ] = "pi",
     max_calls: Annotated[
         int | None,
@@ -82,7 +80,7 @@ def evolve(
         typer.Option(
             "--schedule",
             help="nightly: print a crontab line that runs this evolve every night, and exit "
-            "(skillclaw, gepa).",
+            "(a recipe that needs no ask: {unattended_recipes}).",
         ),
     ] = None,
     no_cache: NoCacheOpt = False,
@@ -92,9 +90,11 @@ def evolve(
     the rule and skill texts on a task set's train/val tasks, gated on its test tasks;
     SkillClaw edits skills from the sessions and reports recorded since its last run."""
     from reef_cli.cli._evolve_run import run_foreground
-    from reef_cli.core import scenarios
+    from reef_cli.core import agents, plugins, scenarios
     from reef_cli.core.budget import BudgetLimits
 
+    plugins.recipe(recipe)  # an unknown recipe or agent: say so before anything else
+    agents.get(adapter)
     limits = BudgetLimits(max_calls, max_tokens, max_seconds)  # a bad limit: say so first
     given = {"max_metric_calls": max_metric_calls, "seed": seed}
     options = {name: value for name, value in given.items() if value is not None}
@@ -135,7 +135,6 @@ def evolve(
     raise typer.Exit(EXIT.get(outcome.state, 1))
 
 
-SCHEDULED = ("skillclaw", "gepa")  # recipes that need no ask: they can run unattended
 NIGHTLY = "17 3 * * *"  # 03:17 every night, off the hour most jobs pick
 
 
@@ -183,10 +182,13 @@ def _print_schedule(when: str, recipe: str, scenario: str, args: list[str], as_j
 
     if when != "nightly":
         raise OptionInvalid(f"--schedule takes nightly (got {when!r})", "pass --schedule nightly")
-    if recipe not in SCHEDULED:
+    from reef_cli.core import plugins
+
+    if plugins.recipe(recipe).needs_ask:
+        unattended = plugins.recipe_names(unattended=True)
         raise OptionInvalid(
-            f"--schedule is for recipes that need no ask ({', '.join(SCHEDULED)}), not {recipe}",
-            "pass --recipe skillclaw or --recipe gepa",
+            f"--schedule is for recipes that need no ask ({', '.join(unattended)}), not {recipe}",
+            f"pass --recipe {' or --recipe '.join(unattended)}",
         )
     line = nightly_line(recipe, scenario, args)
     if as_json:

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from reef_cli.cli._common import JsonOpt, ScenarioOpt, new_app, scenario_name
-from reef_cli.core import agents
+from reef_cli.cli._common import JsonOpt, RegistryHelp, ScenarioOpt, new_app, scenario_name
 
 app = new_app("Harness trees and their release chain.")
 
@@ -439,7 +438,7 @@ def diff(
     print_diff(changes, old.tag, new.tag, stat=stat)
 
 
-AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help=f"{agents.names_text()}.")]
+AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="{adapters}.")]
 TargetOpt = Annotated[
     Path | None,
     typer.Option(
@@ -448,7 +447,7 @@ TargetOpt = Annotated[
 ]
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def install(
     adapter: AdapterOpt,
     scenario: ScenarioOpt = None,
@@ -508,7 +507,7 @@ def install(
     )
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def uninstall(adapter: AdapterOpt, target: TargetOpt = None) -> None:
     """Remove Reef's files from an agent; the agent's own files come back as they were."""
     from adapters._install import uninstall as remove

@@ -30,6 +30,7 @@ from reef_cli.cli import (
     tasks,
     token,
 )
+from reef_cli.cli._common import RegistryHelp
 
 
 class ReefGroup(TyperGroup):
@@ -70,7 +71,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(bench.app, name="bench")
 app.command("report")(report.report)
 app.command("doctor")(doctor.doctor)
-app.command("evolve")(evolve.evolve)
+app.command("evolve", cls=RegistryHelp)(evolve.evolve)
 app.command("quickstart")(evolve.quickstart)
 app.command("eval")(eval.eval_releases)
 app.command("hook", hidden=True, context_settings=hook.HOOK_CONTEXT)(hook.hook)

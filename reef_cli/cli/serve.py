@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from reef_cli.cli._common import JsonOpt
+from reef_cli.cli._common import JsonOpt, RegistryHelpGroup
 
 
 def serve(
@@ -64,8 +64,8 @@ def serve(
     recipe: str | None = typer.Option(
         None,
         "--recipe",
-        help="run the live loop with this recipe (skillclaw or gepa; the -c file's `reef:` "
-        "keys, else their defaults); reefine is accepted as before and starts no loop",
+        help="run the live loop with this recipe ({unattended_recipes}; the -c file's `reef:` "
+        "keys, else their defaults); a recipe that needs an ask (reefine) starts no loop",
     ),
     idle_exit: float | None = typer.Option(
         None,
@@ -169,6 +169,7 @@ def _exit_cleanly_on_sigterm() -> Any:
 
 
 app = typer.Typer(
+    cls=RegistryHelpGroup,
     help="Run the recording proxy: OpenAI/Anthropic routes, receipts, reports, the Reef API. "
     "`reef serve status` and `reef serve stop` see and stop this state dir's serve.",
     rich_markup_mode=None,

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import typer
 
-from reef_cli.cli._common import new_app
-from reef_cli.core import agents
+from reef_cli.cli._common import RegistryHelp, new_app
 
 app = new_app("Sessions: records that share a session id, and the agents' transcripts.")
 
@@ -100,10 +99,10 @@ def show(
         )
 
 
-@app.command("harvest")
+@app.command("harvest", cls=RegistryHelp)
 def harvest(
     adapter: str | None = typer.Option(
-        None, "--adapter", "-a", help=f"{agents.names_text()} [default: every installed agent]"
+        None, "--adapter", "-a", help="{adapters} [default: every installed agent]"
     ),
     target: Path | None = typer.Option(
         None, "--target", help="an agent folder [default: every install Reef knows of]"

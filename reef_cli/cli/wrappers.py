@@ -1,5 +1,5 @@
-"""`reef-pi`, `reef-claude`, `reef-codex`, `reef-opencode`: run the agent with its
-inference routed through Reef.
+"""An agent's wrapper (`reef-pi`, `reef-claude`, `reef-codex`, `reef-opencode`, and any
+registered agent's ``wrapper``): run the agent with its inference routed through Reef.
 
     reef-pi [pi arguments…]          run pi through `reef serve` (started if needed)
     reef-pi evolve "ask" [--wait]    hand an ask to the Reefine recipe
@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from reef_cli.core.errors import ReefError
 
 ScenarioOpt = Annotated[str | None, typer.Option("--scenario", "-s", help="Scenario.")]
 SUBCOMMANDS = ("evolve", "report", "versions", "install", "doctor", "--help", "-h")
@@ -227,23 +230,45 @@ class Wrapper:
             else:
                 self.run_agent(args)
         except ReefError as exc:
-            from reef_cli.cli._output import error_line
-
-            error_line(exc.one_line())
-            sys.exit(exc.exit_code)
+            _fail(exc)
 
 
-def run_pi() -> None:
-    Wrapper("pi", "reef-pi").main()
+def run_agent(name: str) -> None:
+    """Run the wrapper of the agent called ``name`` (a row of ``reef_cli.core.agents``):
+    what a console script of Reef's, or of a plugin's, calls."""
+    from reef_cli.core import agents
+    from reef_cli.core.errors import ReefError
+
+    try:
+        agent = agents.get(name)
+    except ReefError as exc:
+        _fail(exc)
+    Wrapper(agent.name, agent.wrapper).main()
 
 
-def run_claude() -> None:
-    Wrapper("claude-code", "reef-claude").main()
+def run() -> None:
+    """The console script every agent's wrapper can point at: the agent is the one whose
+    ``wrapper`` is this script's name (``reef-pi`` -> pi). A plugin's agent names it in its
+    own package: ``reef-mine = "reef_cli.cli.wrappers:run"`` beside ``wrapper="reef-mine"``."""
+    from reef_cli.core import agents
+    from reef_cli.core.errors import OptionInvalid
+
+    script = Path(sys.argv[0]).name.removesuffix(".exe").removesuffix("-script.py")
+    for agent in agents.registered():
+        if agent.wrapper == script:
+            Wrapper(agent.name, agent.wrapper).main()
+            return
+    wrappers = ", ".join(agent.wrapper for agent in agents.registered())
+    _fail(
+        OptionInvalid(
+            f"no registered agent has the wrapper {script!r}",
+            f"run one of: {wrappers}" if wrappers else "reinstall Reef (./install.sh)",
+        )
+    )
 
 
-def run_codex() -> None:
-    Wrapper("codex", "reef-codex").main()
+def _fail(exc: ReefError) -> NoReturn:
+    from reef_cli.cli._output import error_line
 
-
-def run_opencode() -> None:
-    Wrapper("opencode", "reef-opencode").main()
+    error_line(exc.one_line())
+    sys.exit(exc.exit_code)

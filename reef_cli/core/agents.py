@@ -1,18 +1,24 @@
-"""The agents Reef adapts, in one table: their adapter name, binary, wrapper and package.
+"""The agents Reef adapts: one row each, read from the ``reef.adapters`` entry points.
 
 Everything that lists or validates agents reads this table — the adapter lookup
-(``adapters.get``), the server's ``adapter`` parameters, the install script, the wrappers,
-the CLI's help — so a new agent is one row here plus its ``adapters/<package>/``.
+(``adapters.get``), the server's ``adapter`` parameters, the install scripts, the
+wrappers, doctor, the CLI's help — so a new agent is its package plus one row, registered
+the way Reef registers its own in pyproject.toml::
+
+    [project.entry-points."reef.adapters"]
+    mine = "my_package:AGENT"      # an Agent named "mine", in a light module
+
 ``core`` cannot import ``adapters``: the row names the adapter class by module and
-attribute, and ``adapters.get`` imports it.
+attribute, and ``adapters.get`` imports it. The table is read once per process
+(``plugins.forget`` reads it again).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-AgentName = Literal["pi", "claude-code", "codex", "opencode"]
+from reef_cli.core import plugins
+from reef_cli.core.errors import OptionInvalid
 
 
 @dataclass(frozen=True)
@@ -26,70 +32,46 @@ class Agent:
     attribute: str
     aliases: tuple[str, ...] = ()
     hook: str | None = None  # the module whose main(argv) `reef hook NAME …` runs, if any
+    install: str = ""  # how to get the copy Reef supports (doctor's fix); "" = ``package``
+    tools: tuple[str, ...] = ()  # more executables of the agent doctor checks (``pi-0.73``)
+    #: what in a folder tells it is this agent's (``sessions/``: a folder), most telling
+    #: first: `reef sessions harvest --target DIR` without ``--adapter``
+    marks: tuple[str, ...] = ()
+
+    @property
+    def factory(self) -> str:
+        """``module:attribute`` of the adapter class (``plugins.load``)."""
+        return f"{self.module}:{self.attribute}"
 
 
-AGENTS: tuple[Agent, ...] = (
-    Agent(
-        name="pi",
-        binary="pi",
-        wrapper="reef-pi",
-        label="pi",
-        package="npm install -g @earendil-works/pi-coding-agent",
-        module="adapters.pi",
-        attribute="PiAdapter",
-    ),
-    Agent(
-        name="claude-code",
-        binary="claude",
-        wrapper="reef-claude",
-        label="Claude Code",
-        package="npm install -g @anthropic-ai/claude-code",
-        module="adapters.claude_code",
-        attribute="ClaudeCodeAdapter",
-        aliases=("claude",),
-        hook="adapters.claude_code.hook",
-    ),
-    Agent(
-        name="codex",
-        binary="codex",
-        wrapper="reef-codex",
-        label="Codex CLI",
-        package="npm install -g @openai/codex",
-        module="adapters.codex",
-        attribute="CodexAdapter",
-        hook="adapters.codex.hook",
-    ),
-    Agent(
-        name="opencode",
-        binary="opencode",
-        wrapper="reef-opencode",
-        label="opencode",
-        package="npm install -g opencode-ai",
-        module="adapters.opencode",
-        attribute="OpenCodeAdapter",
-    ),
-)
+def registered() -> tuple[Agent, ...]:
+    """Every registered agent: Reef's own first, each by name."""
+    return plugins.rows(plugins.ADAPTERS_GROUP, Agent)
 
-NAMES: tuple[str, ...] = tuple(agent.name for agent in AGENTS)
+
+def names() -> tuple[str, ...]:
+    return tuple(agent.name for agent in registered())
 
 
 def names_text(sep: str = ", ", last: str = " or ") -> str:
-    """``pi, claude-code, codex or opencode`` for help texts and error messages."""
-    return sep.join(NAMES[:-1]) + last + NAMES[-1]
+    """``claude-code, codex, opencode or pi`` for help texts and error messages."""
+    found = names()
+    if len(found) < 2:
+        return "".join(found) or "(none registered: reinstall Reef)"
+    return sep.join(found[:-1]) + last + found[-1]
 
 
 def find(name: str) -> Agent | None:
-    for agent in AGENTS:
+    for agent in registered():
         if name == agent.name or name in agent.aliases:
             return agent
     return None
 
 
 def get(name: str) -> Agent:
-    """The agent called ``name`` (or an alias); a clear error for anything else."""
+    """The agent called ``name`` (or an alias); a clear error naming the registered ones
+    for anything else."""
     agent = find(name)
     if agent is None:
-        from reef_cli.core.errors import ReefError
-
-        raise ReefError(f"unknown adapter {name!r}", f"use one of: {names_text()}")
+        raise OptionInvalid(f"unknown adapter {name!r}", plugins.unknown_fix(names()))
     return agent

@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reef_cli.core import embedded, paths, tools
+from reef_cli.core import agents, embedded, paths, tools
 
 APT = "sudo apt-get install -y"
 
@@ -67,6 +67,16 @@ def _node() -> Row:
             "./install.sh (installs Node.js 22)",
         )
     return Row("node", "warn", f"{found} is too old for pi", "./install.sh (installs Node.js 22)")
+
+
+def _agents() -> list[Row]:
+    """One row per executable of every registered agent (``reef_cli.core.agents``)."""
+    rows = []
+    for agent in agents.registered():
+        fix = agent.install or agent.package
+        for binary in (agent.binary, *agent.tools):
+            rows.append(_binary(binary, [binary, "--version"], fix))
+    return rows
 
 
 def _state_dir() -> Row:
@@ -286,11 +296,7 @@ def run_checks(
         _binary("git-lfs", ["git", "lfs", "version"], f"{APT} git-lfs"),
         *_isolation(sandbox_rows),
         _node(),
-        _binary("pi", ["pi", "--version"], "scripts/install_agents.sh (pi 1.6 in .tools/bin)"),
-        _binary("pi 0.73", ["pi-0.73", "--version"], "scripts/install_agents.sh"),
-        _binary("claude", ["claude", "--version"], "scripts/install_agents.sh (Claude Code)"),
-        _binary("codex", ["codex", "--version"], "scripts/install_agents.sh (Codex CLI)"),
-        _binary("opencode", ["opencode", "--version"], "scripts/install_agents.sh (opencode)"),
+        *_agents(),
         _embedded_model(),
         _model(),
         _ollama(),

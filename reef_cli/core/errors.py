@@ -280,7 +280,7 @@ class EngineInconsistent(EngineError):
 
 
 class OptionInvalid(ReefError):
-    """A recipe option that does not exist or has a value the recipe cannot use."""
+    """A recipe, or a recipe option, that does not exist, or a value it cannot use."""
 
     exit_code = 2
     http_status = 400

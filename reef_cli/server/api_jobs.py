@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reef_cli.core import agents, jobs, scenarios
-from reef_cli.core.agents import AgentName
+from reef_cli.core import agents, jobs, plugins, scenarios
 from reef_cli.core.asks import check_ask
-from reef_cli.core.errors import ServeError
+from reef_cli.core.errors import ReefError, ServeError
 from reef_cli.core.names import check_name
 from reef_cli.core.tokens import Grant
 from reef_cli.core.tree import Requires, parse_files
@@ -41,13 +41,33 @@ class EvolveIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ask: str | None = Field(None, max_length=100_000, description="what should change")
     scenario: str | None = Field(None, max_length=64, description="default: x-reef-scenario")
-    recipe: Literal["reefine", "gepa", "skillclaw"] = Field(
+    recipe: str = Field(
         "reefine",
+        max_length=64,
         description="reefine: an ask; gepa: a search on the scenario's tasks.yaml; "
-        "skillclaw: skills from the scenario's recorded sessions and their reports",
+        "skillclaw: skills from the scenario's recorded sessions and their reports; or a "
+        "recipe a plugin registers (`reef evolve --help` lists them)",
     )
-    adapter: AgentName | None = None
+    adapter: str | None = Field(None, max_length=64, description="agent for the trial")
     options: EvolveOptions = Field(default_factory=EvolveOptions)
+
+    @field_validator("recipe")
+    @classmethod
+    def _known_recipe(cls, value: str) -> str:
+        return _registered(lambda: plugins.recipe(value).name)
+
+    @field_validator("adapter")
+    @classmethod
+    def _known_adapter(cls, value: str | None) -> str | None:
+        return None if value is None else _registered(lambda: agents.get(value).name)
+
+
+def _registered(name: Callable[[], str]) -> str:
+    """The registry's name, or its one-line error as a validation error (a 400)."""
+    try:
+        return name()
+    except ReefError as exc:
+        raise ValueError(exc.one_line()) from None
 
 
 def _scenario(request: Request, explicit: str | None) -> str:
@@ -71,7 +91,7 @@ def make_router() -> APIRouter:
         poll `GET /reef/jobs/{id}`."""
         scenario = _scenario(request, body.scenario)
         allow(grant, scenario)
-        ask = check_ask(body.ask or "") if body.recipe == "reefine" else body.ask
+        ask = check_ask(body.ask or "") if plugins.recipe(body.recipe).needs_ask else body.ask
         scenarios.get(scenario)
         worker = request.app.state.jobs
         if worker is None:
@@ -97,7 +117,7 @@ def make_router() -> APIRouter:
     )
     def install_script(
         request: Request,
-        adapter: AgentName = Query(...),
+        adapter: str = Query(..., max_length=64),
         scenario: str | None = Query(None, max_length=64),
         grant: Grant = Depends(grant_of),
     ) -> PlainTextResponse:

@@ -9,15 +9,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from reef_cli.core.agents import AgentName
-from reef_cli.core.errors import ServeError
+from reef_cli.core import agents, plugins
+from reef_cli.core.errors import ReefError, ServeError
 from reef_cli.core.names import is_kebab
 
 Dialect = Literal["openai", "anthropic"]
-
-#: recipes the live loop can run: they learn from traffic (skillclaw) or search a task set
-#: on a schedule traffic sets (gepa). Reefine needs an ask: `reef evolve ASK`, POST /reef/evolve.
-LOOP_RECIPES = ("skillclaw", "gepa")
 
 
 class LearningConfig(BaseModel):
@@ -26,7 +22,10 @@ class LearningConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    recipe: str = Field(description="skillclaw | gepa (gepa needs the scenario's tasks.yaml)")
+    recipe: str = Field(
+        description="a recipe that needs no ask (`reef evolve --help` lists them): skillclaw, "
+        "gepa (it needs the scenario's tasks.yaml), or one a plugin registers"
+    )
     batch_size: int = Field(8, ge=1, le=10**9, description="eligible sessions before a run")
     max_staleness: int | None = Field(
         2,
@@ -46,7 +45,7 @@ class LearningConfig(BaseModel):
     poll_s: float = Field(
         2.0, gt=0, le=3600, description="how often eligibility is recomputed (off the hot path)"
     )
-    adapter: AgentName | None = Field(None, description="agent for a recipe's trials (default: pi)")
+    adapter: str | None = Field(None, description="agent for a recipe's trials (default: pi)")
     options: dict[str, int | float | str | bool] = Field(
         default_factory=dict, description="the recipe's options (gepa: max_metric_calls, seed)"
     )
@@ -55,14 +54,25 @@ class LearningConfig(BaseModel):
     @classmethod
     def _known_recipe(cls, value: str) -> str:
         name = value.strip().lower()
-        if name == "reefine":
+        unattended = plugins.unattended_text()
+        if name not in plugins.recipe_names():
+            raise ValueError(f"unknown recipe {value!r}: use {unattended}")
+        if plugins.recipe(name).needs_ask:
             raise ValueError(
-                "reefine learns from an ask, not from traffic: use skillclaw or gepa here "
+                f"{name} learns from an ask, not from traffic: use {unattended} here "
                 "(asks go to `reef evolve ASK` or POST /reef/evolve)"
             )
-        if name not in LOOP_RECIPES:
-            raise ValueError(f"unknown recipe {value!r}: use {' or '.join(LOOP_RECIPES)}")
         return name
+
+    @field_validator("adapter")
+    @classmethod
+    def _known_adapter(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return agents.get(value).name
+        except ReefError as exc:
+            raise ValueError(exc.one_line()) from None
 
     @field_validator("scenarios")
     @classmethod
@@ -233,9 +243,12 @@ def _first_line(exc: Exception) -> str:
 
 def with_recipe(values: dict[str, Any], recipe: str | None) -> dict[str, Any]:
     """``--recipe NAME``: the live loop with NAME (the -c file's other `reef:` keys kept,
-    else the defaults). ``reefine`` keeps its old meaning: accepted, no loop (asks reach it
-    through POST /reef/evolve), so old command lines still start."""
-    if recipe is None or recipe.strip().lower() == "reefine":
+    else the defaults). A recipe that needs an ask (reefine) is accepted and starts no loop
+    (asks reach it through POST /reef/evolve), so old command lines still start."""
+    if recipe is None:
+        return values
+    name = recipe.strip().lower()
+    if name in plugins.recipe_names() and plugins.recipe(name).needs_ask:
         return values
     section = values.get("reef")
     merged = dict(section) if isinstance(section, dict) else {}

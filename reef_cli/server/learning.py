@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reef_cli.core import evidence, jobs, scenarios
+from reef_cli.core import evidence, jobs, plugins, scenarios
 from reef_cli.core import learning_state as ls
 from reef_cli.core.errors import ScenarioNotFound
 from reef_cli.core.jobs import JobRunner
@@ -41,10 +41,6 @@ RETRIED = ("failed", "invalid", "stopped")
 # An end that repeats would repeat in a second: the answers it was judged on are reused
 # (core/answer_cache.py), so without this wait the loop would start a run a second.
 RETRY_S = 60.0
-# Recipes that read the sessions themselves and keep their own mark (SkillClaw's
-# ``settle`` advances it over what it consumed, and holds back sessions still waiting on
-# a judge): the loop never writes their mark, or it would consume what they held back.
-READS_SESSIONS = ("skillclaw",)
 # A scenario this small is recounted whenever it changes, even when it cannot trigger yet
 # (its numbers on the status route stay exact); a larger one only once it could trigger.
 SMALL_SCENARIO = 1000
@@ -152,10 +148,12 @@ class LiveLoop(Periodic):
         due = started + timedelta(seconds=cfg.min_interval_s) if started else None
         if run is not None and run.state in jobs.ACTIVE:
             state.next_trigger = _waits("job", f"job {run.job} is {run.state}", job=run.job)
-        elif cfg.recipe == "gepa" and not (scenario.path / ls.TASKS_FILE).exists():
+        elif (
+            plugins.recipe(cfg.recipe).needs_tasks and not (scenario.path / ls.TASKS_FILE).exists()
+        ):
             state.next_trigger = _waits(
                 "tasks",
-                f"gepa searches a task set: add scenarios/{name}/{ls.TASKS_FILE} "
+                f"{cfg.recipe} searches a task set: add scenarios/{name}/{ls.TASKS_FILE} "
                 "(`reef tasks make … -o` writes one)",
             )
         elif (retry := _retry_due(run, seen, now)) is not None:
@@ -257,7 +255,10 @@ class LiveLoop(Periodic):
             job.state,
             f" (r{job.release})" if job.release else "",
         )
-        if job.state not in CONSUMED or not run.batch or run.recipe in READS_SESSIONS:
+        # A recipe that reads the sessions itself keeps its own mark (SkillClaw's
+        # ``settle`` advances it over what it consumed and holds back sessions still
+        # waiting on a judge): the loop never writes it, or it would consume those.
+        if job.state not in CONSUMED or not run.batch or _reads_sessions(run.recipe):
             return
         mark = evidence.Mark.load(self.store, scenario.name, run.recipe)
         mark.sessions.update(run.batch)
@@ -383,3 +384,8 @@ def _held_back(run: ls.LastRun | None, seen: _Seen | None) -> bool:
 
 def _waits(what: str, detail: str, **extra: Any) -> dict[str, Any]:
     return {"waits_for": what, "detail": detail, "at": extra.pop("at", None), **extra}
+
+
+def _reads_sessions(recipe: str) -> bool:
+    """A recipe no longer registered (its plugin uninstalled) reads nothing."""
+    return recipe in plugins.recipe_names() and plugins.recipe(recipe).reads_sessions

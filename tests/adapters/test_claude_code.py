@@ -15,18 +15,13 @@ from typing import Any
 
 import pytest
 
+from adapters._binary import AgentNotFound, AgentVersionUnsupported
 from adapters._files import InstallError
 from adapters._install import install_release
 from adapters.base import Routing
-from adapters.claude_code import (
-    AgentNotFound,
-    AgentVersionUnsupported,
-    ClaudeCodeAdapter,
-    hook,
-    settings_json,
-    versions,
-)
 from adapters.claude_code import harvest as harvest_mod
+from adapters.claude_code import hook, settings_json, versions
+from adapters.claude_code.adapter import ClaudeCodeAdapter
 from reef_cli.core import scenarios
 from reef_cli.core.errors import ReefError, TreeError
 from reef_cli.core.publishing import publish_files

@@ -16,21 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
+from adapters._binary import AgentNotFound as CodexNotFound
+from adapters._binary import AgentVersionUnsupported as CodexUnsupported
 from adapters._binary import parse_version
 from adapters._files import InstallError
 from adapters._install import install_release, uninstall
 from adapters.base import Routing
-from adapters.codex import (
-    CodexAdapter,
-    CodexNotFound,
-    CodexUnsupported,
-    headless,
-    hook,
-    profile,
-    render,
-    versions,
-)
 from adapters.codex import harvest as harvest_mod
+from adapters.codex import headless, hook, profile, render, versions
+from adapters.codex.adapter import CodexAdapter
 from reef_cli.core import scenarios
 from reef_cli.core.errors import TreeError
 from reef_cli.core.publishing import publish_files

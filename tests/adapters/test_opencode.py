@@ -13,21 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from adapters._binary import parse_version
+from adapters._binary import AgentNotFound, AgentVersionUnsupported, parse_version
 from adapters._files import InstallError
 from adapters._install import install_release, uninstall
 from adapters.base import Routing
-from adapters.opencode import (
-    AgentNotFound,
-    AgentVersionUnsupported,
-    NotInstalled,
-    OpenCodeAdapter,
-    config_json,
-    headless,
-    jsonc,
-)
+from adapters.opencode import config_json, headless, jsonc
 from adapters.opencode import harvest as harvest_mod
-from adapters.opencode.adapter import BINARY
+from adapters.opencode.adapter import BINARY, NotInstalled, OpenCodeAdapter
 from reef_cli.core import scenarios
 from reef_cli.core.publishing import publish_files
 from tests.adapters.helpers import fake_agent, release, snapshot, tree

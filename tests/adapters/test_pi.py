@@ -13,16 +13,16 @@ import pytest
 
 from adapters import _files
 from adapters.base import ReleaseToInstall, Routing
-from adapters.pi import (
+from adapters.pi import harvest as pi_harvest
+from adapters.pi import headless
+from adapters.pi.adapter import (
     InstallError,
     NotInstalled,
     PiAdapter,
     PiNotFound,
     PiSession,
     PiUnsupported,
-    headless,
 )
-from adapters.pi import harvest as pi_harvest
 from tests.adapters.helpers import fake_agent, snapshot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pi"

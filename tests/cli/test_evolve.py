@@ -37,7 +37,7 @@ def test_an_unknown_scenario_is_named_before_a_model_loads() -> None:
 
 def test_an_unknown_adapter_is_one_clear_line() -> None:
     scenarios.create("demo")
-    line = reef_fails("evolve", "always test first", "-s", "demo", "--yes", "-a", "vim")
+    line = reef_fails("evolve", "always test first", "-s", "demo", "--yes", "-a", "vim", code=2)
     assert "unknown adapter 'vim'" in line
 
 

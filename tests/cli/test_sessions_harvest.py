@@ -153,7 +153,8 @@ def test_corrupt_transcript_lines_are_skipped_and_counted(tmp_path: Path) -> Non
 
 
 def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
-    assert "unknown adapter 'vim'" in reef_fails("sessions", "harvest", "--adapter", "vim")
+    unknown_adapter = reef_fails("sessions", "harvest", "--adapter", "vim", code=2)
+    assert "unknown adapter 'vim'" in unknown_adapter and "use one of: " in unknown_adapter
     missing = reef_fails("sessions", "harvest", "--adapter", "pi", "--target", str(tmp_path / "x"))
     assert "does not exist" in missing
     (tmp_path / "plain").mkdir()

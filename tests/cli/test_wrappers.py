@@ -8,13 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reef_cli.core import scenarios
-from reef_cli.core.agents import AGENTS
+from reef_cli.core import agents, scenarios
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 
 BIN = Path(sys.executable).parent
-WRAPPERS = tuple(agent.wrapper for agent in AGENTS)
+WRAPPERS = tuple(agent.wrapper for agent in agents.registered())
 
 
 def run(

@@ -27,12 +27,12 @@ def needs(tool: str, agent: str) -> pytest.MarkDecorator:
     )
 
 
-def params(names: Iterable[str] = agents.NAMES) -> list[Any]:
+def params(names: Iterable[str] | None = None) -> list[Any]:
     """One ``pytest.param`` per agent of ``reef_cli.core.agents``, each skipped (with the
     reason shown) where its pinned binary is missing: for tests parametrised by agent."""
     return [
         pytest.param(name, marks=needs(agents.get(name).binary, agents.get(name).label), id=name)
-        for name in names
+        for name in (agents.names() if names is None else names)
     ]
 
 

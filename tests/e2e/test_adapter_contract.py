@@ -1,6 +1,6 @@
 """The adapter contract: what every agent adapter must do, checked the same way for each.
 
-Parametrised over ``reef_cli.core.agents.NAMES``; per-agent facts (config file, the
+Parametrised over ``reef_cli.core.agents.names()``; per-agent facts (config file, the
 person's own files, the agent's read tool) are in tests/e2e/contract_profiles.py. The
 agents are the pinned binaries in .tools/bin, run through a real `reef serve` in front of
 the scripted model; a case is skipped, with the reason shown, only when its binary is
@@ -22,7 +22,7 @@ import pytest
 from adapters import _files, get
 from adapters._install import install_release, uninstall
 from adapters.base import Adapter, Gateway, Routing, Session, ToolCall, Transcript, Turn
-from reef_cli.core.agents import NAMES
+from reef_cli.core import agents
 from reef_cli.core.errors import GateBlocked, ReefError
 from tests.e2e import agent_rig
 from tests.e2e.conftest import (
@@ -51,7 +51,7 @@ FILE_MODE = 0o644
 DIR_MODE = 0o755
 
 
-AGENTS = agent_rig.params(NAMES)
+AGENTS = agent_rig.params(agents.names())
 
 
 # ----------------------------------------------------------------- helpers
@@ -341,7 +341,7 @@ def test_harvest_returns_typed_turns(
 # ----------------------------------------------------------------- 5. pending release
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in NAMES])
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in agents.names()])
 def test_a_pending_release_is_refused_and_nothing_is_written(
     name: str, tmp_path: Path, scenario_with_releases: Scenario
 ) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from adapters._install import install_release, uninstall
 from adapters.base import Transcript
-from adapters.claude_code import ClaudeCodeAdapter
+from adapters.claude_code.adapter import ClaudeCodeAdapter
 from reef_cli.core import installs
 from tests.e2e import agent_rig
 from tests.e2e.conftest import (

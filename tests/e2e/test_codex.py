@@ -28,7 +28,7 @@ import pytest
 
 from adapters._install import uninstall
 from adapters.base import Gateway
-from adapters.codex import CodexAdapter
+from adapters.codex.adapter import CodexAdapter
 from reef_cli.core import installs
 from tests.e2e import agent_rig
 from tests.e2e.conftest import (

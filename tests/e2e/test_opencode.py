@@ -20,7 +20,7 @@ import pytest
 
 from adapters._install import uninstall
 from adapters.base import Gateway
-from adapters.opencode import OpenCodeAdapter
+from adapters.opencode.adapter import OpenCodeAdapter
 from tests.adapters.helpers import snapshot
 from tests.e2e import agent_rig
 from tests.e2e.conftest import (

@@ -16,7 +16,7 @@ import pytest
 
 from adapters._install import install_release, uninstall
 from adapters.base import Routing
-from adapters.pi import PiAdapter, PiSession
+from adapters.pi.adapter import PiAdapter, PiSession
 from adapters.pi.headless import QUIET_ENV
 from tests.e2e import agent_rig
 from tests.e2e.conftest import (

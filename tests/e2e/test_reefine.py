@@ -90,7 +90,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-WRAPPERS = {agent.name: agent.wrapper for agent in agents.AGENTS}
+WRAPPERS = {agent.name: agent.wrapper for agent in agents.registered()}
 # Where each agent puts its rules in a model request (chat messages; Codex: Responses input)
 WHERE_RULES_GO = {
     "pi": "messages[0] (system)",

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.claude_code import ClaudeCodeAdapter
-from adapters.pi import PiAdapter
+from adapters.claude_code.adapter import ClaudeCodeAdapter
+from adapters.pi.adapter import PiAdapter
 from adapters.pi.headless import QUIET_ENV
 from reef_cli.core import serve_process
 from reef_cli.core.publishing import publish_files

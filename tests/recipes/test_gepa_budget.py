@@ -5,7 +5,6 @@ as given."""
 from __future__ import annotations
 
 from recipes import engine
-from recipes.gepa import Gepa
 from recipes.gepa.budget import (
     SECONDS_PER_CALL,
     VAL_FACTOR,
@@ -13,6 +12,7 @@ from recipes.gepa.budget import (
     metric_budget,
     needed_calls,
 )
+from recipes.gepa.recipe import Gepa
 from recipes.tasks import DirectRunner
 from reef_cli.core import scenarios
 from reef_cli.core.budget import Budget

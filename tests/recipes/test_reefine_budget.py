@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from recipes import engine
-from recipes.reefine import FOLLOW_CALLS
+from recipes.reefine.recipe import FOLLOW_CALLS
 from recipes.tasks import DirectRunner, Task, TaskSet
 from reef_cli.core import scenarios
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits

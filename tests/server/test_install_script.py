@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapters.pi import PiAdapter
+from adapters.pi.adapter import PiAdapter
 from reef_cli.core import agents, installs, scenarios
 from reef_cli.core.publishing import publish_files
 from tests.cli.helpers import reef_fails, reef_json
@@ -195,7 +195,7 @@ def test_install_script_checks_what_the_release_requires(make_stack, tmp_path: P
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("agent", agents.AGENTS, ids=lambda a: a.name)
+@pytest.mark.parametrize("agent", agents.registered(), ids=lambda a: a.name)
 def test_every_agent_has_an_install_script(served, tmp_path: Path, agent: agents.Agent) -> None:
     """`?adapter=` takes every agent of the table; the script checks that agent's binary and
     wrapper and installs for it."""

@@ -660,7 +660,8 @@ def test_the_real_worker_runs_gepa_publishes_and_then_keeps_the_served_release(
             deadline_s=240,
         )
         run = stack.state("shop")["last_run"]
-        assert (run["state"], run["release"]) == ("published", 2), run
+        ended = jobs.get(run["job"]).message
+        assert (run["state"], run["release"]) == ("published", 2), (run, ended)
         assert stack.chat("shop", None, "next").headers[RELEASE_HEADER] == "2"
         meta = scenarios.get("shop").chain().get(2).meta
         assert meta.source == "recipe:gepa" and meta.status == "live"
@@ -723,7 +724,7 @@ def test_serve_yaml_reef_section(tmp_path: Path) -> None:
     ("section", "needle"),
     [
         ({"recipe": "reefine"}, "'reef.recipe': reefine learns from an ask"),
-        ({"recipe": "nope"}, "'reef.recipe': unknown recipe 'nope': use skillclaw or gepa"),
+        ({"recipe": "nope"}, "'reef.recipe': unknown recipe 'nope': use gepa or skillclaw"),
         ({}, "'reef.recipe': Field required"),
         ({"recipe": "gepa", "batch_size": 0}, "'reef.batch_size'"),
         ({"recipe": "gepa", "poll_s": 0}, "'reef.poll_s'"),
@@ -762,7 +763,7 @@ def test_reef_serve_refuses_a_bad_recipe_before_it_binds() -> None:
     from tests.cli.helpers import reef_fails
 
     line = reef_fails("serve", "--upstream", "http://127.0.0.1:9/v1", "--recipe", "reefin")
-    assert "reef.recipe" in line and "skillclaw or gepa" in line
+    assert "reef.recipe" in line and "gepa or skillclaw" in line
 
 
 def test_job_files_from_before_publish_still_load(home: Path) -> None:

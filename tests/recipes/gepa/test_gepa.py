@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from recipes import engine
-from recipes.gepa import Gepa
 from recipes.gepa.components import SEED_BODY, SEED_PATH, Layout
+from recipes.gepa.recipe import Gepa
 from recipes.gepa.reflection import ASK_LINE, extract, prompt_for
 from recipes.gepa.search import Meter, ReefAdapter, _Refused
 from recipes.tasks import DirectRunner, Task, TaskRun, TaskSet

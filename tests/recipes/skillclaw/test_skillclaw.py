@@ -19,22 +19,15 @@ from typing import Any
 import pytest
 
 from recipes import engine
-from recipes.skillclaw import (
-    MARK_NAME,
-    SkillClaw,
-    decide,
-    limits_for,
-    options_from,
-    rules,
-    signals,
-)
+from recipes.skillclaw import decide, rules, signals
 from recipes.skillclaw import verify as verify_mod
 from recipes.skillclaw.decide import Edit, Group
 from recipes.skillclaw.merge import keeps_items, lost_lines, merge_bodies, same_name
+from recipes.skillclaw.recipe import MARK_NAME, SkillClaw, limits_for, options_from
 from recipes.skillclaw.signals import Scored, implicit, is_correction
 from recipes.skillclaw.skills import SkillText, skills_of
 from recipes.tasks import scoring
-from reef_cli.core import scenarios
+from reef_cli.core import plugins, scenarios
 from reef_cli.core.budget import Budget
 from reef_cli.core.errors import OptionInvalid
 from reef_cli.core.evaluation import sign_test_minimum
@@ -533,7 +526,7 @@ def test_reef_evolve_schedule_nightly_prints_a_crontab_line_and_runs_nothing(
     )
     assert kept.exit_code == 0 and kept.stdout.rstrip().splitlines()[0].count("--no-cache") == 1
     refused = runner.invoke(app, ["evolve", "-s", "demo", "--schedule", "nightly"])
-    assert refused.exit_code == 2 and "skillclaw, gepa" in refused.output
+    assert refused.exit_code == 2 and "(gepa, skillclaw), not reefine" in refused.output
     help_text = runner.invoke(app, ["evolve", "--help"]).output
     assert "skillclaw" in help_text and "--schedule" in help_text
 
@@ -545,7 +538,7 @@ def test_options_are_checked_and_the_budget_sized_for_the_batch() -> None:
     recipe = engine.recipe_named("skillclaw", {"batch_limit": 10, "threshold": 0.8})
     assert isinstance(recipe, SkillClaw) and recipe.options.threshold == 0.8
     assert (recipe.trials, recipe.requires_tasks) == (False, False)
-    assert "skillclaw" in engine.RECIPES
+    assert "skillclaw" in plugins.recipe_names()
     small, large = limits_for(options_from({"batch_limit": 1})), limits_for(options_from({}))
     assert small.calls is not None and large.calls is not None
     assert large.calls >= 3 * 50 + small.calls - 3
