@@ -24,7 +24,8 @@ def test_launch_torch_serves_until_stopped(tmp_path: Path) -> None:
         assert engine.kind == "torch" and engine.alive() and engine.log_path == log
         info = httpx.get(f"{engine.url}/model_info", timeout=10).json()
         assert info["model_path"] == "tiny" and info["weight_version"] == "w7"
-        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+        # seeded: an unseeded sample from the random tiny model may end early on its EOS
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "seed": 1}
         answer = httpx.post(f"{engine.url}/v1/chat/completions", json=body, timeout=30).json()
         assert answer["usage"]["completion_tokens"] == 3
         checksum = httpx.post(f"{engine.url}/weights_checker", json={"action": "checksum"})
