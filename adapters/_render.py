@@ -1,12 +1,11 @@
-"""What the adapters' renders share: Reef's rules section, the template environment, a
-markdown frontmatter, and which of a release's files an agent takes as they are."""
+"""What the adapters' renders share: Reef's rules section, the template environment,
+and which of a release's files an agent takes as they are. (A markdown frontmatter is
+``reef_cli.core.frontmatter``'s, as for every part of Reef.)"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from adapters.base import ReleaseToInstall
@@ -22,11 +21,6 @@ def environment(folder: Path, *, trim_blocks: bool = True) -> Environment:
         undefined=StrictUndefined,
         trim_blocks=trim_blocks,
     )
-
-
-def frontmatter(head: dict[str, Any]) -> str:
-    """YAML for a ``---`` block: keys in order, one line each."""
-    return yaml.safe_dump(head, sort_keys=False, allow_unicode=True, width=1000)
 
 
 def rules_section(tree: HarnessTree, scenario: str, number: int) -> str:

@@ -23,6 +23,7 @@ from adapters._files import InstallError, Merge, Plan
 from adapters.base import ReleaseToInstall, Routing
 from adapters.claude_code import settings_json
 from reef_cli.core import launcher
+from reef_cli.core.frontmatter import dump_frontmatter
 from reef_cli.core.tree import parse_files
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -40,7 +41,7 @@ def versions_command(scenario: str) -> str:
         "disable-model-invocation": True,
     }
     template = _render.environment(TEMPLATES).get_template("versions_command.j2")
-    return template.render(frontmatter=_render.frontmatter(head), scenario=scenario)
+    return template.render(frontmatter=dump_frontmatter(head), scenario=scenario)
 
 
 def hook_command(event_arg: str, config: Path, reef: str | None = None) -> str:

@@ -30,6 +30,7 @@ from adapters._files import InstallError, Merge, Plan
 from adapters.base import ReleaseToInstall, Routing
 from adapters.codex import profile
 from reef_cli.core import launcher
+from reef_cli.core.frontmatter import dump_frontmatter
 from reef_cli.core.tree import Command, HarnessTree, parse_files
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -53,7 +54,7 @@ def versions_skill(scenario: str) -> str:
         "and why), $versions N install. Answered by Reef, with no model call.",
     }
     return _template("versions_skill.j2").render(
-        frontmatter=_render.frontmatter(head), scenario=scenario
+        frontmatter=dump_frontmatter(head), scenario=scenario
     )
 
 
@@ -63,7 +64,7 @@ def command_skill(command: Command) -> str:
         description += f" (arguments: {command.argument_hint})"
     head = {"name": command.name, "description": description}
     return _template("command_skill.j2").render(
-        frontmatter=_render.frontmatter(head), name=command.name, body=command.body
+        frontmatter=dump_frontmatter(head), name=command.name, body=command.body
     )
 
 

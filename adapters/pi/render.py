@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
 from adapters import _files, _render
 from adapters._files import InstallError, Merge, Plan
 from adapters.base import ReleaseToInstall, Routing
 from adapters.pi import models_json
 from reef_cli.core import launcher
+from reef_cli.core.frontmatter import split_frontmatter
 
 AGENTS = "AGENTS.md"
 EXTENSION_DIR = "extensions/reef"
@@ -35,23 +34,9 @@ CONFIG = f"{EXTENSION_DIR}/reef.json"
 _env = _render.environment(Path(__file__).parent / "templates", trim_blocks=False)
 
 
-def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
-    """(frontmatter, body) of a markdown file; ({}, text) when it has none."""
-    if text.startswith("---\n"):
-        end = text.find("\n---", 4)
-        if end != -1:
-            try:
-                meta = yaml.safe_load(text[4:end]) or {}
-            except yaml.YAMLError:
-                return {}, text
-            rest = text[end + 4 :]
-            return (meta if isinstance(meta, dict) else {}), rest.lstrip("\n")
-    return {}, text
-
-
 def agents_section(release: ReleaseToInstall) -> str:
     rules = [
-        {"name": rel[len("rules/") : -len(".md")], "body": split_frontmatter(text)[1]}
+        {"name": rel[len("rules/") : -len(".md")], "body": split_frontmatter(text, rel)[1]}
         for rel, text in sorted(release.files.items())
         if rel.startswith("rules/") and rel.endswith(".md")
     ]

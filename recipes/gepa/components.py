@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from recipes.base import Change
+from reef_cli.core.frontmatter import read_frontmatter, with_frontmatter
 
 SEED_PATH = "rules/task-guidance.md"
 # An empty tree has no text to evolve, and gepa refuses an empty seed: start from a
@@ -28,14 +29,11 @@ def is_component(path: str) -> bool:
     return len(parts) == 3 and parts[0] == "skills" and parts[2] == "SKILL.md"
 
 
-def split_head(text: str) -> tuple[str, str]:
-    """(frontmatter block verbatim, body); ("", text) when there is none. The same split
-    as ``quality.split_frontmatter``, kept literal so the head is put back untouched."""
-    if text.startswith("---\n"):
-        head, sep, body = text[4:].partition("\n---\n")
-        if sep:
-            return f"---\n{head}\n---\n", body
-    return "", text
+def split_head(text: str, path: str) -> tuple[str, str]:
+    """(frontmatter block verbatim, body); ("", text) when there is none. The one split
+    of ``reef_cli.core.frontmatter``, the head kept literal so it is put back untouched."""
+    found = read_frontmatter(text, path)
+    return found.head, found.body
 
 
 def _kind_name(path: str) -> tuple[str, str]:
@@ -61,14 +59,14 @@ class Layout:
         extra = dict(added or {})
         files = {p: t for p, t in incumbent.items() if p not in extra}
         seeded = None
-        if not any(is_component(p) and split_head(t)[1].strip() for p, t in files.items()):
+        if not any(is_component(p) and split_head(t, p)[1].strip() for p, t in files.items()):
             files[SEED_PATH] = SEED_BODY + "\n"
             seeded = SEED_PATH
         heads: dict[str, str] = {}
         seed: dict[str, str] = {}
         leads: dict[str, str] = {}
         for path in sorted(p for p in files if is_component(p)):
-            head, body = split_head(files[path])
+            head, body = split_head(files[path], path)
             if not body.strip():
                 continue  # nothing to evolve; the file is copied as it is
             heads[path] = head
@@ -82,7 +80,11 @@ class Layout:
         out = dict(self.files)
         for path, body in candidate.items():
             if path in self.seed and body.strip() != self.seed[path]:
-                out[path] = self.heads[path] + self.leads[path] + body.strip() + "\n"
+                text = self.leads[path] + body.strip() + "\n"
+                # no head: a body opening with --- gets an empty block, so it reads back
+                out[path] = (
+                    self.heads[path] + text if self.heads[path] else with_frontmatter({}, text)
+                )
         return out
 
     def changed(self, candidate: dict[str, str]) -> list[str]:

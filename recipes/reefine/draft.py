@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from recipes.base import Change
+from reef_cli.core.frontmatter import with_frontmatter
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.names import MAX_NAME
 from reef_cli.core.quality import asked_command_name
@@ -198,23 +199,18 @@ def normalise(draft: Draft, ask: str) -> Draft:
 
 def apply_draft(files: dict[str, str], draft: Draft) -> tuple[dict[str, str], Change]:
     """The incumbent files with the draft applied, and the change as metadata records it."""
-    import yaml
-
     out = dict(files)
     body = draft.body.rstrip() + "\n"
     if draft.kind == "rule":
         path = f"rules/{draft.name}.md"
-        out[path] = body
+        out[path] = with_frontmatter({}, body)  # a body opening with --- still reads back
     elif draft.kind == "skill":
         path = f"skills/{draft.name}/SKILL.md"
-        head = yaml.safe_dump(
-            {"name": draft.name, "description": draft.description}, sort_keys=False, width=1000
-        )
-        out[path] = f"---\n{head}---\n\n{body}"
+        head = {"name": draft.name, "description": draft.description}
+        out[path] = with_frontmatter(head, "\n" + body)
     elif draft.kind == "command":
         path = f"commands/{draft.name}.md"
-        head = yaml.safe_dump({"description": draft.description}, sort_keys=False, width=1000)
-        out[path] = f"---\n{head}---\n\n{body}"
+        out[path] = with_frontmatter({"description": draft.description}, "\n" + body)
     else:
         path = f"extensions/{draft.name}.ts"
         out[path] = body

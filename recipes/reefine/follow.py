@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field
 from recipes.reefine.draft import Draft
 from recipes.tasks.runners import render_harness
 from reef_cli.core.errors import ModelError
+from reef_cli.core.frontmatter import split_frontmatter
 from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient, cut_at_word
-from reef_cli.core.quality import split_frontmatter
 
 PROMPTS = 3
 ANSWER_TOKENS = 160  # two or three sentences: enough to show whether the rule is followed
@@ -133,9 +133,9 @@ def render(files: dict[str, str]) -> str:
     command is what a person types, each command as what to do when it is typed."""
     parts = [render_harness(files)]
     for path in sorted(p for p in files if p.startswith("commands/") and p.endswith(".md")):
-        meta, body = split_frontmatter(files[path])
+        meta, body = split_frontmatter(files[path], path)
         name = path.removeprefix("commands/").removesuffix(".md")
-        description = str(meta.get("description") or "").strip()
+        description = str((meta or {}).get("description") or "").strip()
         head = f"## Command /{name}" + (f"\n{description}" if description else "")
         parts.append(f"{head}\nWhen the developer types /{name}, do this:\n{body.strip()}")
     return "\n\n".join(p for p in parts if p)

@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-import yaml
-
-from reef_cli.core.quality import split_frontmatter
+from reef_cli.core.frontmatter import read_frontmatter, split_frontmatter, with_frontmatter
 
 _SKILL_PATH = re.compile(r"^skills/([^/]+)/SKILL\.md$")
 
@@ -38,14 +36,14 @@ class SkillText:
         """The SKILL.md text: the original frontmatter when only the body changed."""
         body = "\n" + self.body.strip() + "\n"
         if self.original is not None:
-            meta, old_body = split_frontmatter(self.original)
+            old = read_frontmatter(self.original, self.path)
+            meta = old.meta or {}
             if str(meta.get("description") or "") == self.description:
-                return self.original[: len(self.original) - len(old_body)] + body
+                return old.head + body
             head = {**meta, "description": self.description}
         else:
             head = {"name": self.name, "description": self.description}
-        dumped = yaml.safe_dump(head, sort_keys=False, allow_unicode=True, width=1000)
-        return f"---\n{dumped}---\n{body}"
+        return with_frontmatter(head, body)
 
 
 def skill_path(name: str) -> str:
@@ -59,7 +57,8 @@ def skills_of(files: dict[str, str]) -> dict[str, SkillText]:
         match = _SKILL_PATH.match(path)
         if not match:
             continue
-        meta, body = split_frontmatter(files[path])
+        meta, body = split_frontmatter(files[path], path)
         name = match.group(1)
-        out[name] = SkillText(name, str(meta.get("description") or ""), body, files[path])
+        description = str((meta or {}).get("description") or "")
+        out[name] = SkillText(name, description, body, files[path])
     return out

@@ -19,8 +19,8 @@ from typing import Literal, Protocol
 from recipes.tasks.model import Task
 from recipes.tasks.scoring import TaskRun, grade
 from reef_cli.core.errors import ModelError
+from reef_cli.core.frontmatter import split_frontmatter
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.quality import split_frontmatter
 
 DIRECT = "direct"
 ANSWER_TOKENS = 512
@@ -45,12 +45,13 @@ def render_harness(files: dict[str, str]) -> str:
     are HTML comments: notes for people (SkillClaw's citations), not instructions."""
     parts: list[str] = []
     for path in sorted(p for p in files if p.startswith("rules/") and p.endswith(".md")):
-        _meta, body = split_frontmatter(files[path])
+        _meta, body = split_frontmatter(files[path], path)
         body = _COMMENT.sub("", body)
         if body.strip():
             parts.append(body.strip())
     for path in sorted(p for p in files if p.startswith("skills/") and p.endswith("/SKILL.md")):
-        meta, body = split_frontmatter(files[path])
+        found, body = split_frontmatter(files[path], path)
+        meta = found or {}
         name = str(meta.get("name") or path.split("/")[1])
         description = str(meta.get("description") or "").strip()
         head = f"## Skill: {name}" + (f"\n{description}" if description else "")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from reef_cli.core.errors import ModelError
+from reef_cli.core.frontmatter import split_frontmatter
 from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient
 
@@ -318,25 +319,11 @@ class Written:
     why: str = ""
 
 
-def split_frontmatter(text: str) -> tuple[dict[str, object], str]:
-    """(frontmatter, body) of a markdown file; ({}, text) when it has none."""
-    import yaml
-
-    if text.startswith("---\n"):
-        head, sep, body = text[4:].partition("\n---\n")
-        if sep:
-            try:
-                meta = yaml.safe_load(head)
-            except yaml.YAMLError:
-                meta = None
-            if isinstance(meta, dict):
-                return meta, body
-    return {}, text
-
-
 def written_of(files: Mapping[str, str], kind: str, name: str, path: str, why: str) -> Written:
-    meta, body = split_frontmatter(files.get(path, ""))
-    return Written(kind, name, body.strip(), str(meta.get("description") or ""), why)
+    text = files.get(path, "")
+    meta, body = split_frontmatter(text, path) if path.endswith(".md") else (None, text)
+    description = str((meta or {}).get("description") or "")
+    return Written(kind, name, body.strip(), description, why)
 
 
 def check_written(ask: str, text: Written) -> list[Check]:

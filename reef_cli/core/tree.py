@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from reef_cli.core.errors import TreeError, TreeNotFound
+from reef_cli.core.frontmatter import check_shape, split_frontmatter, with_frontmatter
 from reef_cli.core.names import is_kebab
 
 TREE_FORMAT = 1
@@ -100,17 +100,17 @@ class HarnessTree(BaseModel):
     def files(self) -> dict[str, str]:
         out: dict[str, str] = {MANIFEST: _render_manifest(self.manifest)}
         for rule in self.rules:
-            out[f"rules/{rule.name}.md"] = _with_frontmatter(rule.meta, rule.body)
+            out[f"rules/{rule.name}.md"] = with_frontmatter(rule.meta, rule.body)
         for skill in self.skills:
             head = {"name": skill.name, "description": skill.description, **skill.meta}
-            out[f"skills/{skill.name}/SKILL.md"] = _with_frontmatter(head, skill.body)
+            out[f"skills/{skill.name}/SKILL.md"] = with_frontmatter(head, skill.body)
             for rel, text in skill.files.items():
                 out[f"skills/{skill.name}/{rel}"] = text
         for cmd in self.commands:
             head = {"description": cmd.description}
             if cmd.argument_hint is not None:
                 head["argument-hint"] = cmd.argument_hint
-            out[f"commands/{cmd.name}.md"] = _with_frontmatter({**head, **cmd.meta}, cmd.body)
+            out[f"commands/{cmd.name}.md"] = with_frontmatter({**head, **cmd.meta}, cmd.body)
         for ext in self.extensions:
             out[f"extensions/{ext.name}.ts"] = ext.source
         return dict(sorted(out.items()))
@@ -501,61 +501,6 @@ def _where_it_belongs(parts: tuple[str, ...]) -> str:
     return f"unexpected entry; a tree holds only {', '.join(KINDS)} and {MANIFEST}"
 
 
-def split_frontmatter(text: str, rel: str) -> tuple[dict[str, Any] | None, str]:
-    """Split ``---``-delimited YAML frontmatter from the body; ``None`` if there is none."""
-    if not text.startswith("---\n") and not text.startswith("---\r\n"):
-        return None, text
-    lines = text.splitlines(keepends=True)
-    for index in range(1, len(lines)):
-        if lines[index].rstrip("\r\n") == "---":
-            raw = "".join(lines[1:index])
-            body = "".join(lines[index + 1 :])
-            break
-    else:
-        raise TreeError(f"{rel}:1: frontmatter opened with --- but never closed")
-    try:
-        data = yaml.safe_load(raw) if raw.strip() else {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise TreeError(f"{rel}:{line}: malformed frontmatter ({problem})") from exc
-    except RecursionError as exc:
-        raise TreeError(
-            f"{rel}:2: frontmatter is nested too deeply (keep it to a few levels of key: value)"
-        ) from exc
-    if not isinstance(data, dict):
-        raise TreeError(f"{rel}:2: frontmatter must be a mapping of key: value")
-    _check_shape(data, f"{rel}:2: frontmatter")
-    return {str(k): v for k, v in data.items()}, body
-
-
-MAX_NESTING = 16
-MAX_NODES = 10_000
-
-
-def _check_shape(data: object, what: str) -> None:
-    """Refuse structures nested deeper than ``MAX_NESTING`` or with more than ``MAX_NODES``
-    values counting every alias expansion (YAML anchors can make a few lines into a
-    billion values, or a cycle): rendering, hashing or JSON would recurse without end."""
-    stack: list[tuple[object, int]] = [(data, 1)]
-    nodes = 0
-    while stack:
-        value, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_NODES:
-            raise TreeError(f"{what} has more than {MAX_NODES} values (expanded aliases count)")
-        if isinstance(value, dict):
-            children: list[object] = [*value.keys(), *value.values()]
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            children = list(value)
-        else:
-            continue
-        if depth >= MAX_NESTING and children:
-            raise TreeError(f"{what} is nested deeper than {MAX_NESTING} levels")
-        stack.extend((child, depth + 1) for child in children)
-
-
 def _require_str(meta: dict[str, Any], key: str, rel: str) -> str:
     value = meta.pop(key, None)
     if not isinstance(value, str) or not value.strip():
@@ -622,7 +567,7 @@ def _parse_manifest(text: str, rel: str) -> Manifest:
         raise TreeError(
             f"{rel}: nested too deeply; it holds only format = 1 and a [requires] table"
         ) from exc
-    _check_shape(data, rel)
+    check_shape(data, rel)
     from pydantic import ValidationError
 
     try:
@@ -647,13 +592,6 @@ def _render_manifest(manifest: Manifest) -> str:
     import tomli_w
 
     return tomli_w.dumps(manifest.model_dump())
-
-
-def _with_frontmatter(meta: Mapping[str, Any], body: str) -> str:
-    if not meta:
-        return body
-    head = yaml.safe_dump(dict(meta), sort_keys=False, allow_unicode=True, width=1000)
-    return f"---\n{head}---\n{body}"
 
 
 def starter_tree() -> HarnessTree:
