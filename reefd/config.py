@@ -20,8 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from reef_cli.core import yaml_config
 from reef_cli.core.errors import ConfigError
 
 
@@ -99,23 +100,13 @@ class ReefdConfig(_Section):
 
 
 def load(path: Path) -> ReefdConfig:
-    """Read and validate ``reefd.yaml``; relative paths inside are relative to the file."""
-    import yaml
-
-    fix = "pass a readable YAML file to -c (docs/reefd.md lists the keys)"
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ConfigError(f"{path} is not valid YAML: {problem}", fix) from None
-    except RecursionError:
-        raise ConfigError(f"{path} is nested too deeply", fix) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping", "see docs/reefd.md for the keys")
+    """Read and validate ``reefd.yaml``; relative paths inside are relative to the file.
+    A bad file is one ``ConfigError`` line (the shared loader, ``core/yaml_config.py``)."""
+    data = yaml_config.load_mapping(
+        path,
+        error=ConfigError,
+        fix="pass a readable YAML file to -c (docs/reefd.md lists the keys)",
+    )
     config = parse(data)
     tasks = config.gate.tasks
     if not tasks.is_absolute():
@@ -124,12 +115,10 @@ def load(path: Path) -> ReefdConfig:
 
 
 def parse(data: dict[str, Any]) -> ReefdConfig:
-    try:
-        return ReefdConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "?"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ConfigError(
-            f"reefd.yaml {key!r}: {msg}", "docs/reefd.md lists the keys and their values"
-        ) from exc
+    return yaml_config.validate(
+        ReefdConfig,
+        data,
+        error=ConfigError,
+        what="reefd.yaml",
+        fix="docs/reefd.md lists the keys and their values",
+    )

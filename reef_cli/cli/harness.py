@@ -371,14 +371,19 @@ def export(
     console().print(f"Exported {found.tag} to {markup(directory)} ({len(written)} files).")
 
 
-def _republish(source: str, release: str, scenario: str | None, reason: str) -> None:
+def _republish(source: str, release: str | None, scenario: str | None, reason: str) -> None:
+    """Rollback or promote. A rollback goes through ``publishing.rollback``: without
+    RELEASE it restores ``Chain.rollback_target``, as the API does without ``to``."""
     from reef_cli.cli._output import console
     from reef_cli.core.controls import check_text
-    from reef_cli.core.publishing import republish
+    from reef_cli.core.publishing import republish, rollback
 
     check_text("--reason", reason)
     name = scenario_name(scenario)
-    published, _ = republish(name, release, source=source, reason=reason)
+    if source == "rollback":
+        published, _ = rollback(name, release, reason=reason)
+    else:
+        published, _ = republish(name, release or "latest", source=source, reason=reason)
     console().print(
         f"Published [bold]{published.tag}[/] of {name} with the content of "
         f"r{published.meta.points_to} ({source})."
@@ -386,7 +391,18 @@ def _republish(source: str, release: str, scenario: str | None, reason: str) -> 
 
 
 @app.command()
-def rollback(release: ReleaseArg, scenario: ScenarioOpt = None, reason: ReasonOpt = "") -> None:
+def rollback(
+    release: Annotated[
+        str | None,
+        typer.Argument(
+            help="A release: 3, r3, latest, previous, served or installed. Default: the "
+            "release served before the current one (the newest live release older than the "
+            "served one, with other content)."
+        ),
+    ] = None,
+    scenario: ScenarioOpt = None,
+    reason: ReasonOpt = "",
+) -> None:
     """Publish a new release with the content of an older one (numbers only grow)."""
     _republish("rollback", release, scenario, reason)
 

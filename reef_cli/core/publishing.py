@@ -1,7 +1,9 @@
 """Publishing: the one path by which a tree becomes a release — gate first, then the chain.
 
 Used by `reef harness publish|rollback|promote`, the Reef API and recipes alike, so every
-release, however it was made, passed the same static gate.
+release, however it was made, passed the same static gate. A rollback, however it is asked
+for, goes through ``rollback`` here, so its default target is the chain's one rule
+(``Chain.rollback_target``).
 """
 
 from __future__ import annotations
@@ -158,3 +160,17 @@ def republish(
         allow_empty=True,  # rolling back to an empty release is the person's explicit choice
         points_to=target.number,
     )
+
+
+def rollback(
+    scenario_name: str, spec: str | None = None, *, reason: str = ""
+) -> tuple[Release, Verdict]:
+    """Publish release ``spec``'s content as a new release (numbers only grow).
+
+    Without ``spec``: ``Chain.rollback_target`` — the release served before the current
+    one (the newest live release older than the served one, with other content). `reef
+    harness rollback [RELEASE]` and ``POST /reef/scenarios/{s}/rollback`` both come here.
+    """
+    if spec is None:
+        spec = str(scenarios.get(scenario_name).chain().rollback_target().number)
+    return republish(scenario_name, spec, source="rollback", reason=reason)

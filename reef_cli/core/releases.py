@@ -197,6 +197,41 @@ class Chain:
                 return release
         return None
 
+    def rollback_target(self) -> Release:
+        """What a rollback restores when none is named (``reef harness rollback`` without
+        RELEASE, ``POST /reef/scenarios/{s}/rollback`` without ``to``): **the release served
+        before the current one** — the newest *live* release older than the served one
+        whose content differs from it.
+
+        Pending releases (proposals, rejected or not) are skipped: agents were never served
+        them. So are live releases with the served release's content (a re-publish, or the
+        release a rollback or promote copied): restoring one would change nothing. Rolling
+        back twice therefore undoes the first rollback. This is not ``previous`` (the
+        release before ``latest``, whatever its status), which names a position in the
+        chain for ``diff``/``show``, not what agents got before.
+        """
+        releases = self.releases()
+        served = self.served()
+        if served is None:
+            raise ReleaseNotFound(
+                "there is nothing to roll back: no release is live yet"
+                if releases
+                else "there is nothing to roll back: this scenario has no releases yet",
+                "name a release to restore (`reef harness versions` lists them)",
+            )
+        for release in reversed(releases):
+            if (
+                release.number < served.number
+                and release.meta.status == "live"
+                and release.meta.content_hash != served.meta.content_hash
+            ):
+                return release
+        raise ReleaseNotFound(
+            f"there is no earlier release to roll back to: no live release before "
+            f"{served.tag} has other content",
+            "name a release to restore (`reef harness versions` lists them)",
+        )
+
     def get(self, number: int) -> Release:
         for release in self.releases():
             if release.number == number:

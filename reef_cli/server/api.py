@@ -17,6 +17,7 @@ from reef_cli.core.controls import MAX_REASON, check_text
 from reef_cli.core.errors import AuthError, InvalidText, ReleaseNotFound
 from reef_cli.core.names import check_name
 from reef_cli.core.publishing import republish
+from reef_cli.core.publishing import rollback as rollback_release
 from reef_cli.core.reports import (
     ReportIn,
     ReportInvalid,
@@ -81,7 +82,8 @@ class RollbackIn(BaseModel):
         None,
         ge=1,
         le=10**9,
-        description="release to restore (default: the one before the served release)",
+        description="release to restore (default: the release served before the current "
+        "one — the newest live release older than the served one, with other content)",
     )
     reason: Text = ""
 
@@ -260,21 +262,12 @@ def make_router() -> APIRouter:
         body: RollbackIn | None = None,
         scenario: str = Depends(path_scenario),
     ) -> dict[str, Any]:
-        """Publish a new release with the content of an earlier one (numbers only grow)."""
+        """Publish a new release with the content of an earlier one (numbers only grow);
+        without ``to``, the release served before the current one (``Chain.rollback_target``,
+        the same rule as `reef harness rollback` without RELEASE)."""
         body = body or RollbackIn(to=None, reason="")
-        chain = scenarios.get(scenario).chain()
-        target = body.to
-        if target is None:
-            served = chain.served()
-            if served is None or served.number < 2:
-                raise ReleaseNotFound("there is no earlier release to roll back to")
-            target = (served.meta.points_to or served.number) - 1
-            if target < 1:
-                raise ReleaseNotFound("there is no earlier release to roll back to")
-        chain.get(target)
-        release, _ = republish(
-            scenario, str(target), source="rollback", reason=body.reason or f"rollback to r{target}"
-        )
+        spec = None if body.to is None else str(body.to)
+        release, _ = rollback_release(scenario, spec, reason=body.reason)
         request.app.state.releases.invalidate(scenario)
         return release.to_json()
 

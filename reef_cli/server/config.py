@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reef_cli.core import agents, plugins
+from reef_cli.core import agents, plugins, yaml_config
 from reef_cli.core.errors import ReefError, ServeError
 from reef_cli.core.names import is_kebab
 
@@ -204,25 +204,14 @@ class ServeConfig(BaseModel):
 
 
 def load_file(path: Path) -> dict[str, Any]:
-    """Read a YAML (or JSON) serve file into a dict of ServeConfig fields."""
-    import yaml
-
-    fix = "pass a readable YAML file of settings to -c (docs/api.md lists them)"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ServeError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
-    except UnicodeDecodeError as exc:
-        raise ServeError(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ServeError(f"{path} is not valid YAML: {_first_line(exc)}", fix) from None
-    except RecursionError:
-        raise ServeError(f"{path} is nested too deeply to be settings", fix) from None
-    if not isinstance(data, dict):
-        raise ServeError(f"{path} must hold a mapping of settings", "see docs/api.md")
-    data = {str(k).replace("-", "_").replace(".", "_"): v for k, v in data.items()}
+    """Read a YAML (or JSON) serve file into a dict of ServeConfig fields (the shared
+    loader, ``core/yaml_config.py``, says what is wrong with a bad file in one line)."""
+    data = yaml_config.load_mapping(
+        path,
+        error=ServeError,
+        fix="pass a readable YAML file of settings to -c (docs/api.md lists them)",
+    )
+    data = {k.replace("-", "_").replace(".", "_"): v for k, v in data.items()}
     aliases = {"inference_upstream_url": "upstream", "inference_upstream_model": "upstream_model"}
     data = {aliases.get(k, k): v for k, v in data.items()}
     data.pop("recipe", None)
@@ -232,13 +221,6 @@ def load_file(path: Path) -> dict[str, Any]:
     elif "reef" in data and section is None:
         del data["reef"]  # `reef:` with nothing under it: no live loop
     return data
-
-
-def _first_line(exc: Exception) -> str:
-    """A YAML error's problem and where, on one line (its text spans several)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or type(exc).__name__
-    return f"{problem} at line {mark.line + 1}" if mark is not None else str(problem)
 
 
 def with_recipe(values: dict[str, Any], recipe: str | None) -> dict[str, Any]:
@@ -257,10 +239,10 @@ def with_recipe(values: dict[str, Any], recipe: str | None) -> dict[str, Any]:
 
 
 def build(values: dict[str, Any]) -> ServeConfig:
-    try:
-        return ServeConfig(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "?"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ServeError(f"serve setting {key!r}: {msg}", "fix the flag or the -c file") from exc
+    return yaml_config.validate(
+        ServeConfig,
+        {k: v for k, v in values.items() if v is not None},
+        error=ServeError,
+        what="serve setting",
+        fix="fix the flag or the -c file",
+    )

@@ -62,6 +62,12 @@ def test_tour_publish_versions_diff_show_export_rollback(tree: Path, tmp_path: P
     assert third["points_to"] == 1 and third["source"] == "rollback"
     assert third["content_hash"] == first["content_hash"]
     assert "same content" in reef("harness", "diff", "1", "3", "-s", "demo")
+    # no RELEASE: the release served before the current one (r2), so this undoes the rollback
+    assert "r4 of demo with the content of r2 (rollback)" in reef(
+        "harness", "rollback", "-s", "demo"
+    )
+    fourth = reef_json("harness", "show", "latest", "-s", "demo")
+    assert fourth["points_to"] == 2 and fourth["content_hash"] == second["content_hash"]
 
 
 def test_versions_table_and_default_scenario(tmp_path: Path) -> None:
@@ -113,6 +119,7 @@ def chain_state() -> str:
         (None, ["harness", "publish", "/nonexistent", "-s", "demo", "-m", "x"], "does not exist"),
         (None, ["harness", "show", "9", "-s", "demo"], "does not exist"),
         (None, ["harness", "rollback", "r7", "-s", "demo"], "does not exist"),
+        (None, ["harness", "rollback", "-s", "demo"], "no earlier release to roll back to"),
         (None, ["harness", "diff", "1", "banana", "-s", "demo"], "is not a release"),
         (None, ["harness", "diff", "installed", "-s", "demo"], "no release is installed"),
         (None, ["scenario", "create", "demo"], "already exists"),

@@ -7,7 +7,7 @@ import pytest
 
 from reef_cli.core import scenarios
 from reef_cli.core.errors import ChainCorrupt, GateBlocked, ReleaseNotFound
-from reef_cli.core.publishing import publish_files, republish
+from reef_cli.core.publishing import publish_files, republish, rollback
 from reef_cli.core.releases import CHAIN_REF
 from reef_cli.core.tree import starter_tree
 
@@ -48,6 +48,33 @@ def test_rollback_publishes_a_new_release_with_old_content(chain) -> None:  # ty
     assert r3.meta.reason == "rollback to r1"
     assert chain.files(r3) == chain.files(chain.get(1))
     assert r3.meta.content_hash == chain.get(1).meta.content_hash
+
+
+def test_rollback_target_is_the_release_served_before_the_current_one(chain) -> None:  # type: ignore[no-untyped-def]
+    """``Chain.rollback_target``: the one rule for a rollback that names no release (the CLI
+    without RELEASE, the API without ``to``)."""
+    with pytest.raises(ReleaseNotFound, match="no releases yet"):
+        chain.rollback_target()
+    chain.publish({"rules/a.md": "A\n"}, status="pending")
+    with pytest.raises(ReleaseNotFound, match="no release is live yet"):
+        chain.rollback_target()  # r1 was never served
+    chain.publish({"rules/a.md": "A\n"})  # r2 A, served
+    with pytest.raises(ReleaseNotFound, match="no earlier release to roll back to"):
+        chain.rollback_target()  # r1 is pending (and has r2's content)
+    chain.publish({"rules/a.md": "B\n"})  # r3 B
+    assert chain.rollback_target().number == 2  # not r1: never served
+    chain.publish({"rules/a.md": "C\n"}, status="pending")  # r4 C: a proposal
+    assert chain.served().number == 3 and chain.resolve("previous").number == 3
+    assert chain.rollback_target().number == 2  # the proposal is skipped, served is r3
+    r5, _ = rollback("demo")  # r5: r2's content (A)
+    assert r5.meta.points_to == 2 and r5.meta.source == "rollback"
+    assert r5.meta.reason == "rollback to r2"
+    # rolling back again undoes the rollback: r3 (B), served before r5
+    assert chain.rollback_target().number == 3
+    chain.publish({"rules/a.md": "A\n"})  # r6: A again, the same content as served r5
+    assert chain.rollback_target().number == 3  # r5 would change nothing: skipped
+    r7, _ = rollback("demo", "r1", reason="named")  # a named release is taken as named
+    assert r7.meta.points_to == 1 and r7.meta.reason == "named"
 
 
 def test_extensions_publish_pending_until_promoted(chain) -> None:  # type: ignore[no-untyped-def]

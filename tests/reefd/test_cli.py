@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 BLOCK_TORCH = textwrap.dedent(
     """
     import sys
@@ -96,6 +98,39 @@ def test_a_wrong_setting_is_one_line_naming_the_key(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "'sync.mode'" in result.output
     assert "Traceback" not in result.output
+
+
+def test_reefd_yaml_is_read_by_the_shared_loader(tmp_path: Path) -> None:
+    """reefd.yaml goes through core/yaml_config.py like serve.yaml: one ``ConfigError``
+    line per bad file, a syntax error with its line, a rule about no one key without a
+    ``'?'``, and relative paths still resolved against the file. Needs no torch."""
+    from reef_cli.core.errors import ConfigError
+    from reefd import config
+
+    path = tmp_path / "reefd.yaml"
+    cases = {
+        "gate: {tasks: t.yaml}\nsync:\n  mode: dist\n backend: gloo\n": (
+            "is not valid YAML: expected <block end>, but found '<block mapping start>' at line 4"
+        ),
+        "- gate\n": "must hold a mapping of settings (key: value lines), not a list",
+        "gate: {tasks: t.yaml}\nsync: {mode: lora}\ntrainer: {mode: full}\n": (
+            "reefd.yaml: sync.mode lora needs trainer.mode lora (fix:"
+        ),
+        "gate: {tasks: t.yaml}\nengine: {port: x}\n": "reefd.yaml 'engine.port': Input should",
+        "engine: {port: x}\n": "reefd.yaml 'engine.port': Input should be a valid integer, "
+        "unable to parse string as an integer (and 1 more problem)",
+    }
+    for text, message in cases.items():
+        path.write_text(text)
+        with pytest.raises(ConfigError) as caught:
+            config.load(path)
+        line = caught.value.one_line()
+        assert message in line and "\n" not in line and caught.value.hint, (text, line)
+    with pytest.raises(ConfigError, match=r"cannot read .*none\.yaml: No such file"):
+        config.load(tmp_path / "none.yaml")
+    path.write_text("gate: {tasks: sub/tasks.yaml}\n")
+    assert config.load(path).gate.tasks == (tmp_path / "sub" / "tasks.yaml").resolve()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reefd.yaml"]  # nothing written
 
 
 def test_reefd_start_status_stop_as_processes(tmp_path: Path) -> None:

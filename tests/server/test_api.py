@@ -6,6 +6,7 @@ import httpx
 
 from reef_cli.core import scenarios
 from reef_cli.server.receipts import RECORD_HEADER
+from tests.cli.helpers import reef
 from tests.server.conftest import LIMITED, TOKEN
 
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -112,3 +113,40 @@ def test_scenarios_releases_rollback_promote_harness(make_stack):
     r = httpx.get(base + "/reef/harness", params={"scenario": "web", "release": "r9"}, headers=AUTH)
     assert r.status_code == 404 and "r9" in r.json()["error"]["message"]
     assert httpx.get(base + "/reef/harness", params={"scenario": "web"}).status_code == 401
+
+
+def _chain_served_by_a_rollback(name: str):  # type: ignore[no-untyped-def]
+    """r1 A, r2 B, r3 a rollback to r1 (A, served), r4 C a pending proposal."""
+    chain = scenarios.create(name).chain()
+    chain.publish({"rules/a.md": "A\n"})
+    chain.publish({"rules/a.md": "B\n"})
+    chain.publish({"rules/a.md": "A\n"}, source="rollback", points_to=1)
+    chain.publish({"rules/a.md": "C\n"}, status="pending")
+    return chain
+
+
+def test_cli_and_api_roll_back_to_the_same_release(make_stack):
+    """A rollback that names no release — `reef harness rollback` without RELEASE, the API
+    without ``to`` — restores ``Chain.rollback_target`` either way: the release served
+    before the current one. (Before, the API took "served.points_to - 1", here r0: a 404;
+    the CLI needed a RELEASE, and `previous` names r3, the served content: a no-op.)"""
+    stack = make_stack("openai")
+    by_api = _chain_served_by_a_rollback("by-api")
+    by_cli = _chain_served_by_a_rollback("by-cli")
+    assert by_api.served().number == 3 and by_api.rollback_target().number == 2
+    for expected in (2, 3):  # the second rollback undoes the first
+        r = httpx.post(stack.url + "/reef/scenarios/by-api/rollback", json={}, headers=AUTH)
+        assert r.status_code == 201, r.text
+        assert (
+            r.json()["points_to"] == expected and r.json()["reason"] == f"rollback to r{expected}"
+        )
+        reef("harness", "rollback", "-s", "by-cli")
+        cli_release = by_cli.latest()
+        assert cli_release is not None and cli_release.meta.points_to == expected
+        assert r.json()["number"] == cli_release.number
+        assert r.json()["content_hash"] == cli_release.meta.content_hash
+    # nothing earlier to go back to: the same 404 / exit 1 line from both
+    scenarios.create("single").chain().publish({"rules/a.md": "A\n"})
+    r = httpx.post(stack.url + "/reef/scenarios/single/rollback", headers=AUTH)
+    assert r.status_code == 404 and "no earlier release" in r.json()["error"]["message"]
+    assert "no earlier release" in reef("harness", "rollback", "-s", "single", code=1)

@@ -120,3 +120,32 @@ def test_serve_config_file_and_aliases(home, tmp_path):
     assert config.build({"upstream": "https://api.anthropic.com"}).dialect == "anthropic"
     with pytest.raises(ServeError):
         config.build({"upstream": "ftp://x"}).upstream_base()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "port: 1\nhost: a\n  open: true\n",
+            "is not valid YAML: mapping values are not allowed here at line 3",
+        ),
+        ("- port: 1\n", "must hold a mapping of settings (key: value lines), not a list"),
+        ("false\n", "must hold a mapping of settings (key: value lines), not a boolean"),
+        (
+            "reef:\n  batch-size: 0\n  recipe: skillclaw\n",
+            "serve setting 'reef.batch_size': Input should be greater than or equal to 1",
+        ),
+        ("a: 2020-02-30\n", "is not valid YAML: a value it cannot read (day is out of range"),
+    ],
+)
+def test_a_bad_serve_file_is_one_line(home, tmp_path, text, message):
+    """`reef serve -c` reads its file with the shared loader (core/yaml_config.py): one
+    ``ServeError`` line, before any banner, and nothing written to the state dir."""
+    path = tmp_path / "serve.yaml"
+    path.write_text(text)
+    before = sorted(tmp_path.rglob("*"))
+    result = CliRunner().invoke(_app(), ["serve", "-c", str(path)])
+    assert isinstance(result.exception, ServeError), result.output
+    assert message in result.exception.one_line() and "\n" not in result.exception.one_line()
+    assert "Traceback" not in result.output and "live loop" not in result.output
+    assert sorted(tmp_path.rglob("*")) == before  # the state dir (tmp_path/reef-home) too
