@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reef_cli.core import yaml_config
 from reef_cli.core.errors import PersonaInvalid
 
 # Each check has exactly one of these keys (its kind), and a complaint where it is strict.
@@ -193,10 +193,5 @@ def load(path: Path | str) -> Persona:
         raise PersonaInvalid(
             f"cannot read persona {file}: {why}", "give a persona YAML file"
         ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise PersonaInvalid(f"{file.name}: not YAML{at}", "fix the YAML syntax") from None
+    data = yaml_config.parse(text, file.name, error=PersonaInvalid, fix="fix the YAML syntax")
     return parse(data, file.name)

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from recipes.tasks.model import TaskSet
 from recipes.tasks.sources import retired_source
+from reef_cli.core import yaml_config
 from reef_cli.core.errors import TaskSetError
 from reef_cli.core.scenarios import Scenario
 
@@ -41,10 +41,7 @@ def load(path: Path) -> TaskSet:
     if path.suffix == ".jsonl":
         data: Any = _jsonl(path, text)
     else:
-        try:
-            data = yaml.safe_load(text)
-        except (yaml.YAMLError, RecursionError):
-            raise TaskSetError(f"task set {path} is not valid YAML", "fix the file") from None
+        data = yaml_config.parse(text, f"task set {path}", error=TaskSetError, fix="fix the file")
     try:
         tasks = TaskSet.model_validate(data)
     except ValidationError as exc:

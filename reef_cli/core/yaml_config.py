@@ -1,5 +1,6 @@
 """One loader for Reef's YAML settings files: `reef serve -c serve.yaml` (server/config.py)
-and `reefd start -c reefd.yaml` (reefd/config.py).
+and `reefd start -c reefd.yaml` (reefd/config.py); ``parse`` is the YAML step alone, which
+task sets and personas use too.
 
 Every way such a file can be wrong is one line, raised as the caller's error class (each
 config keeps its own: ``ServeError``, ``ConfigError``) with the caller's fix, and nothing is
@@ -34,31 +35,38 @@ _KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", b
 def load_mapping(path: Path, *, error: type[ReefError], fix: str) -> dict[str, Any]:
     """Read ``path`` as YAML and return its top-level mapping (keys as strings); an empty
     file is ``{}``. Anything wrong is one ``error(message, fix)``."""
-    import yaml
-
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}", fix) from None
     except UnicodeDecodeError as exc:
         raise error(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise error(f"{path} is not valid YAML: {first_line(exc, text)}", fix) from None
-    except RecursionError:
-        raise error(f"{path} is nested too deeply to be settings", fix) from None
-    except (ValueError, KeyError, TypeError, OverflowError) as exc:
-        # safe_load's constructors raise these for a well-formed but impossible value
-        # (a date 2020-02-30, `!!int abc`, `!!bool maybe`): no mark says where.
-        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise error(f"{path} is not valid YAML: a value it cannot read ({detail})", fix) from None
+    data = parse(text, path, error=error, fix=fix)
     if data is None:
         return {}
     if not isinstance(data, dict):
         kind = _KINDS.get(type(data), type(data).__name__)
         raise error(f"{path} must hold a mapping of settings (key: value lines), not {kind}", fix)
     return {str(key): value for key, value in data.items()}
+
+
+def parse(text: str, path: Path | str, *, error: type[ReefError], fix: str) -> Any:
+    """``text`` (the file ``path``) as YAML data: every way YAML can refuse it is one
+    ``error(message, fix)``; the settings files above, task sets and personas alike."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise error(f"{path} is not valid YAML: {first_line(exc, text)}", fix) from None
+    except RecursionError:
+        raise error(f"{path} is nested too deeply to read", fix) from None
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        # safe_load's constructors raise these for a well-formed but impossible value
+        # (a date 2020-02-30, `!!int abc`, `!!bool maybe`): no mark says where.
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise error(f"{path} is not valid YAML: a value it cannot read ({detail})", fix) from None
+    return data
 
 
 def first_line(exc: Exception, text: str = "") -> str:

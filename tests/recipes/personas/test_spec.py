@@ -265,7 +265,19 @@ def test_a_malformed_persona_is_one_line_naming_the_field(defect: str) -> None:
 def test_a_file_that_is_not_yaml_names_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: tiny\nchecks: [unclosed\n  - x: 'y\n", encoding="utf-8")
-    with pytest.raises(PersonaInvalid, match=r"^bad\.yaml: not YAML at line \d+$"):
+    with pytest.raises(PersonaInvalid, match=r"^bad\.yaml is not valid YAML: .* at line \d+$"):
+        load(bad)
+
+
+@pytest.mark.parametrize(
+    "text", ["name: tiny\nborn: 2020-02-30\n", "name: !!int abc\n", "a: " + "[" * 3000 + "]" * 3000]
+)
+def test_yaml_that_cannot_be_read_is_one_line_not_a_traceback(tmp_path: Path, text: str) -> None:
+    """A value YAML's own types refuse, or nesting too deep: the shared YAML step
+    (core/yaml_config.parse) makes it one PersonaInvalid, as for a settings file."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    with pytest.raises(PersonaInvalid, match=r"^bad\.yaml is (not valid YAML|nested too deeply)"):
         load(bad)
 
 

@@ -72,7 +72,9 @@ def test_jsonl_is_one_task_per_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "suffix", "message"),
     [
-        ("tasks: [", ".yaml", "not valid YAML"),
+        ("tasks: [", ".yaml", "not valid YAML: expected"),
+        ("tasks:\n  - {id: a, prompt: p, exact: 2020-02-30}\n", ".yaml", "a value it cannot read"),
+        ("tasks: " + "[" * 3000 + "]" * 3000, ".yaml", "nested too deeply"),
         ('{"id": "a"\n', ".jsonl", "line 1 is not JSON"),
         ("tasks:\n  - {id: a, prompt: p}\n", ".yaml", "exactly one scorer"),
         ("tasks:\n  - {id: a, prompt: p, exact: '1', regex: x}\n", ".yaml", "got exact, regex"),
