@@ -38,17 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from reef_cli.core.evaluation import Policy
 
-SCORERS = (
-    "expect",
-    "exact",
-    "regex",
-    "contains",
-    "last_number",
-    "python",
-    "command",
-    "judge",
-    "reasoning_gym",
-)
+# Scorer's fields that are settings, not scorers (every other field names one scorer)
+SCORER_SETTINGS = ("timeout_s",)
 SPLITS = ("train", "val", "test")
 Split = Literal["train", "val", "test"]
 
@@ -107,6 +98,11 @@ class Scorer(BaseModel):
     @property
     def kind(self) -> str:
         return next(k for k in SCORERS if getattr(self, k) is not None)
+
+
+#: the scorer kinds, in the format's order: every field of ``Scorer`` but its settings;
+#: ``recipes.tasks.scoring.SCORING`` has one row for each
+SCORERS: tuple[str, ...] = tuple(f for f in Scorer.model_fields if f not in SCORER_SETTINGS)
 
 
 class Served(BaseModel):

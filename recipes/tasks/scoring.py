@@ -10,6 +10,7 @@ Code scorers (``python``, ``command``) run only in the sandbox (``recipes.tasks.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from recipes.tasks.model import Scorer, Task
@@ -71,48 +72,60 @@ def _quote(answer: str) -> str:
 
 def score(scorer: Scorer, answer: str, task: Task, *, judge: ModelClient | None = None) -> Scored:
     """``scorer``'s score for ``answer``, with a feedback sentence."""
-    kind = scorer.kind
-    got = _quote(answer)
-    if kind == "expect":
-        wanted = scorer.expect or []
-        text = answer.lower()
-        missing = [w for w in wanted if w.lower() not in text]
-        value = (len(wanted) - len(missing)) / len(wanted)
-        why = f"missing {missing}" if missing else "every expected phrase is there"
-        return Scored(value, f"expected phrases {wanted}; {why}; answer {got}")
-    if kind == "exact":
-        text = scorer.exact or ""
-        ok = answer_part(answer) == text.strip()
-        return Scored(
-            float(ok), f"expected exactly {text!r}; " + ("correct" if ok else f"answer {got}")
-        )
-    if kind == "regex":
-        ok = re.search(scorer.regex or "", answer) is not None
-        return Scored(float(ok), f"expected a match of /{scorer.regex}/; answer {got}")
-    if kind == "contains":
-        ok = (scorer.contains or "") in answer
-        return Scored(float(ok), f"expected {scorer.contains!r} somewhere; answer {got}")
-    if kind == "last_number":
-        want = float((scorer.last_number or "0").replace(",", ""))
-        have = last_number(answer)
-        ok = have is not None and abs(have - want) < 1e-9
-        return Scored(
-            float(ok), f"expected the last number to be {scorer.last_number}; answer {got}"
-        )
-    if kind == "reasoning_gym":
-        return _reasoning_gym(scorer, answer, got)
-    if kind == "judge":
-        return _judged(scorer.judge or "", task, answer, judge)
+    return SCORING[scorer.kind](scorer, answer, task, judge)
+
+
+def _expect(scorer: Scorer, answer: str, _task: Task, _judge: ModelClient | None) -> Scored:
+    wanted = scorer.expect or []
+    text = answer.lower()
+    missing = [w for w in wanted if w.lower() not in text]
+    value = (len(wanted) - len(missing)) / len(wanted)
+    why = f"missing {missing}" if missing else "every expected phrase is there"
+    return Scored(value, f"expected phrases {wanted}; {why}; answer {_quote(answer)}")
+
+
+def _exact(scorer: Scorer, answer: str, _task: Task, _judge: ModelClient | None) -> Scored:
+    text = scorer.exact or ""
+    ok = answer_part(answer) == text.strip()
+    verdict = "correct" if ok else f"answer {_quote(answer)}"
+    return Scored(float(ok), f"expected exactly {text!r}; {verdict}")
+
+
+def _regex(scorer: Scorer, answer: str, _task: Task, _judge: ModelClient | None) -> Scored:
+    ok = re.search(scorer.regex or "", answer) is not None
+    return Scored(float(ok), f"expected a match of /{scorer.regex}/; answer {_quote(answer)}")
+
+
+def _contains(scorer: Scorer, answer: str, _task: Task, _judge: ModelClient | None) -> Scored:
+    ok = (scorer.contains or "") in answer
+    return Scored(float(ok), f"expected {scorer.contains!r} somewhere; answer {_quote(answer)}")
+
+
+def _last_number(scorer: Scorer, answer: str, _task: Task, _judge: ModelClient | None) -> Scored:
+    want = float((scorer.last_number or "0").replace(",", ""))
+    have = last_number(answer)
+    ok = have is not None and abs(have - want) < 1e-9
+    return Scored(
+        float(ok), f"expected the last number to be {scorer.last_number}; answer {_quote(answer)}"
+    )
+
+
+def _python(scorer: Scorer, answer: str, task: Task, _judge: ModelClient | None) -> Scored:
     from recipes.tasks import checks  # the sandbox: only for code scorers
 
-    if kind == "python":
-        checked = checks.run_python(scorer.python or "", answer, task.files, scorer.timeout_s)
-    else:
-        checked = checks.run_command(scorer.command or "", answer, task.files, scorer.timeout_s)
+    checked = checks.run_python(scorer.python or "", answer, task.files, scorer.timeout_s)
     return Scored(checked.score, checked.feedback)
 
 
-def _reasoning_gym(scorer: Scorer, answer: str, got: str) -> Scored:
+def _command(scorer: Scorer, answer: str, task: Task, _judge: ModelClient | None) -> Scored:
+    from recipes.tasks import checks
+
+    checked = checks.run_command(scorer.command or "", answer, task.files, scorer.timeout_s)
+    return Scored(checked.score, checked.feedback)
+
+
+def _reasoning_gym(scorer: Scorer, answer: str, _task: Task, _judge: ModelClient | None) -> Scored:
+    got = _quote(answer)
     ref = scorer.reasoning_gym
     assert ref is not None
     try:
@@ -136,7 +149,8 @@ JUDGE_SYSTEM = (
 )
 
 
-def _judged(rubric: str, task: Task, answer: str, judge: ModelClient | None) -> Scored:
+def _judged(scorer: Scorer, answer: str, task: Task, judge: ModelClient | None) -> Scored:
+    rubric = scorer.judge or ""
     if judge is None:
         return Scored(None, "a judge scorer needs a judge model, and none was given")
     messages = [
@@ -152,6 +166,21 @@ def _judged(rubric: str, task: Task, answer: str, judge: ModelClient | None) -> 
     except ModelError as exc:  # an outage: no score, never a zero
         return Scored(None, f"the judge gave no score: {exc.message}")
     return Scored(verdict.score, f"judge {verdict.score:.2f}: {verdict.reason}")
+
+
+# Every scorer kind and how it scores. A new scorer is its field on ``Scorer`` (the task
+# format, recipes/tasks/model.py) and one row here; a test checks that the two agree.
+SCORING: dict[str, Callable[[Scorer, str, Task, ModelClient | None], Scored]] = {
+    "expect": _expect,
+    "exact": _exact,
+    "regex": _regex,
+    "contains": _contains,
+    "last_number": _last_number,
+    "python": _python,
+    "command": _command,
+    "judge": _judged,
+    "reasoning_gym": _reasoning_gym,
+}
 
 
 def grade(task: Task, answer: str | None, *, judge: ModelClient | None = None) -> TaskRun:

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from recipes.tasks import Task, grade
-from recipes.tasks.scoring import answer_part, last_number
+from recipes.tasks.model import SCORERS, Scorer
+from recipes.tasks.scoring import SCORING, answer_part, last_number
 from reef_cli.core.budget import Budget
 from reef_cli.core.llm import ModelClient
 from tests.fakes.scripted import Scripted
@@ -87,3 +88,11 @@ def test_helpers() -> None:
     assert answer_part("a <answer> 1 </answer> b <answer>2</answer>") == "2"
     assert answer_part(" plain ") == "plain"
     assert last_number("no digits") is None and last_number("x -3.5 y") == -3.5
+
+
+def test_every_scorer_in_the_format_has_one_row_in_the_table() -> None:
+    """A scorer is its field on ``Scorer`` and its row in ``SCORING``: neither without the
+    other (a field with no row would be accepted in a file and fail at the first answer)."""
+    assert set(SCORERS) == set(SCORING)
+    assert "timeout_s" not in SCORERS and "exact" in SCORERS
+    assert Scorer(exact="1").kind == "exact"
