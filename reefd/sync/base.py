@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from reefd.engine.client import EngineClient
 
 log = logging.getLogger(__name__)
-MODES = ("dist", "ipc", "disk", "lora")
 RELOAD_HINT = (
     "the engine's weights are mixed: reload the served weight release from disk "
     "(reefd does so before it trains or swaps again)"

@@ -31,3 +31,12 @@ def test_modes(tmp_path: Path) -> None:
 def test_stats_rate() -> None:
     assert SyncStats("dist", 2_000_000_000, 2.0, 3).gb_per_s == 1.0
     assert SyncStats("dist", 1, 0.0, 1).gb_per_s == 0.0
+
+
+def test_reefd_yaml_names_the_modes_the_table_builds() -> None:
+    from typing import get_args
+
+    from reefd.config import SyncConfig
+    from reefd.sync.factory import MODES
+
+    assert get_args(SyncConfig.model_fields["mode"].annotation) == MODES
