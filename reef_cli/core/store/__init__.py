@@ -3,17 +3,19 @@
     store = open_store()            # REEF_DATABASE_URL / database_url, else SQLite
     store.insert(record); store.get(receipt); store.put_report(row) ...
 
-``open_store`` picks the backend from the URL: none (the embedded default, one SQLite
-file in the state dir), ``sqlite:///ABS/PATH``, or ``postgresql://…`` (a team's shared
-database; needs the ``postgres`` extra). A URL it cannot use is an error at once, never
-a silent fall back to SQLite. :class:`Store` (``base.py``) is the interface; ``sql.py``
-holds the queries both backends share.
+``open_store`` picks the backend from the URL (``BACKENDS``, a row each): none (the
+embedded default, one SQLite file in the state dir), ``sqlite:///ABS/PATH``, or
+``postgresql://…`` (a team's shared database; needs the ``postgres`` extra). A URL it
+cannot use is an error at once, never a silent fall back to SQLite. :class:`Store`
+(``base.py``) is the interface; ``sql.py`` holds the queries both backends share.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,34 +74,55 @@ def sqlite_store(path: Path | None = None) -> SQLiteStore:
     return SQLiteStore(path)
 
 
+def _open_postgres(url: str) -> Store:
+    problem = postgres_problem(url)
+    if problem is not None:
+        raise DatabaseURLInvalid(
+            f"database URL {_quoted(url)} cannot be used: {problem}",
+            "set REEF_DATABASE_URL (or database_url) to "
+            "postgresql://USER:PASSWORD@HOST:5432/DB, or unset it for the SQLite store",
+        )
+    try:
+        from reef_cli.core.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ExtraMissing(
+            f"REEF_DATABASE_URL names PostgreSQL, but psycopg is not installed ({exc.name})",
+            "pip install 'reef[postgres]' (or ./install.sh --dev)",
+        ) from None
+    return PostgresStore(url)
+
+
+def _open_sqlite(url: str) -> Store:
+    return sqlite_store(Path(str(sqlite_path(url))))
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A store backend: the URLs it takes (``shown``: how an error names them) and how it
+    opens one. A new backend is its module (``Store``, ``base.py``) and one row."""
+
+    shown: str
+    takes: Callable[[str], bool]
+    open: Callable[[str], Store]
+
+
+BACKENDS: tuple[Backend, ...] = (
+    Backend("postgresql://…", lambda url: scheme_of(url) in POSTGRES_SCHEMES, _open_postgres),
+    Backend("sqlite:///…", lambda url: sqlite_path(url) is not None, _open_sqlite),
+)
+
+
 def open_store(url: str | None = None, *, configured: str | None = None) -> Store:
     """The store ``url`` names; ``None``: :func:`database_url` (``configured`` is
     serve.yaml's ``database_url``), and with none set, the SQLite file in the state dir."""
     url = url if url is not None else database_url(configured)
     if not url:
         return sqlite_store()
-    scheme = scheme_of(url)
-    if scheme in POSTGRES_SCHEMES:
-        problem = postgres_problem(url)
-        if problem is not None:
-            raise DatabaseURLInvalid(
-                f"database URL {_quoted(url)} cannot be used: {problem}",
-                "set REEF_DATABASE_URL (or database_url) to "
-                "postgresql://USER:PASSWORD@HOST:5432/DB, or unset it for the SQLite store",
-            )
-        try:
-            from reef_cli.core.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise ExtraMissing(
-                f"REEF_DATABASE_URL names PostgreSQL, but psycopg is not installed ({exc.name})",
-                "pip install 'reef[postgres]' (or ./install.sh --dev)",
-            ) from None
-        return PostgresStore(url)
-    path = sqlite_path(url)
-    if path is not None:
-        return sqlite_store(Path(path))
+    for backend in BACKENDS:
+        if backend.takes(url):
+            return backend.open(url)
     raise DatabaseURLInvalid(
-        f"database URL {_quoted(url)} is neither postgresql://… nor sqlite:///…",
+        f"database URL {_quoted(url)} is neither {' nor '.join(b.shown for b in BACKENDS)}",
         "set REEF_DATABASE_URL (or database_url) to postgresql://USER:PASSWORD@HOST:5432/DB, "
         "or unset it for the embedded SQLite store",
     )
