@@ -27,7 +27,8 @@ def _call(method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
 def _client() -> tuple[Any, dict[str, str]]:
     import httpx
 
-    from reef_cli.core import serve_process, tokens
+    from reef_cli.cli import serve_process
+    from reef_cli.core import tokens
 
     running = serve_process.ensure_running()
     token = tokens.main_token(create=True) or ""

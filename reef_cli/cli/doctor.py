@@ -10,12 +10,12 @@ import typer
 from reef_cli.cli._common import JsonOpt
 
 if TYPE_CHECKING:
-    from reef_cli.core.doctor import Row
+    from reef_cli.cli.doctor_checks import Row
 
 
 def sandbox_rows() -> list[Row]:
     """The sandbox's own checks (core does not import the sandbox: the CLI wires it in)."""
-    from reef_cli.core.doctor import Row
+    from reef_cli.cli.doctor_checks import Row
 
     try:
         import sandbox
@@ -40,8 +40,8 @@ def install_rows() -> list[Row]:
     """Every recorded install whose hooks/extension run a `reef` that no longer exists
     (the venv moved or was rebuilt): a stale install, with the command that renews it."""
     import adapters
+    from reef_cli.cli.doctor_checks import Row
     from reef_cli.core import installs, launcher
-    from reef_cli.core.doctor import Row
 
     rows = []
     recorded = installs.all_installs()
@@ -74,7 +74,7 @@ def install_rows() -> list[Row]:
 def doctor(as_json: JsonOpt = False) -> None:
     """Check git, sandbox tools, Node, agents, models, installs and the state dir."""
     from reef_cli.cli._output import console, markup, print_json
-    from reef_cli.core.doctor import run_checks
+    from reef_cli.cli.doctor_checks import run_checks
 
     rows = run_checks(sandbox_rows=sandbox_rows(), install_rows=install_rows())
     if as_json:

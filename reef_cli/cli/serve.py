@@ -82,7 +82,7 @@ def serve(
     reports, the Reef API."""
     if ctx.invoked_subcommand is not None:
         return  # `reef serve status|stop`
-    from reef_cli.core import serve_process
+    from reef_cli.cli import serve_process
     from reef_cli.core.config import load_settings
     from reef_cli.server import config as serve_config
     from reef_cli.server.run import serve as run_server
@@ -181,7 +181,7 @@ app.callback(invoke_without_command=True)(serve)
 @app.command("status")
 def status(as_json: JsonOpt = False) -> None:
     """Whether this state dir's `reef serve` runs: pid, URL, health, idle limit."""
-    from reef_cli.core import serve_process
+    from reef_cli.cli import serve_process
 
     found = serve_process.status()
     if as_json:
@@ -209,7 +209,8 @@ def status(as_json: JsonOpt = False) -> None:
 @app.command("stop")
 def stop() -> None:
     """Stop this state dir's `reef serve`: the one a wrapper started, or one run by hand."""
-    from reef_cli.core import paths, serve_process
+    from reef_cli.cli import serve_process
+    from reef_cli.core import paths
 
     pid = serve_process.status().get("pid")
     if serve_process.stop():

@@ -55,7 +55,8 @@ class Wrapper:
         import adapters
         from adapters._install import install_release
         from adapters.base import Routing
-        from reef_cli.core import scenarios, serve_process, tokens
+        from reef_cli.cli import serve_process
+        from reef_cli.core import scenarios, tokens
         from reef_cli.core.publishing import publish_files
         from reef_cli.core.tree import HarnessTree
 
@@ -95,7 +96,8 @@ class Wrapper:
 
     def run_agent(self, argv: list[str]) -> None:
         import adapters
-        from reef_cli.core import paths, serve_process
+        from reef_cli.cli import serve_process
+        from reef_cli.core import paths
 
         scenario = self.scenario()
         target, routing, _ = self.prepare(scenario)  # puts the token in os.environ

@@ -108,7 +108,7 @@ def _serve_keys() -> tuple[str, ...]:
 #   persona-like files a tree holds; core/tree.py), the chain remote's git config
 #   (core/remotes.py), jobs/*.json (core/store/sqlite.py), scenarios/S/learning.json
 #   (core/learning_state.py), installs.json (core/installs.py), serve.json and serve.port
-#   (core/serve_process.py), an agent folder's .reef/hook.json (adapters/_hook.py) and
+#   (cli/serve_process.py), an agent folder's .reef/hook.json (adapters/_hook.py) and
 #   reefd.yaml (reefd/config.py; `reefd start` needs torch, so its loader is called here).
 # Not listed: records.sqlite3 and records-journal/ (data, checked by the store and journal
 # tests), models/verified.json (a cache: damaged means re-verify), scenario policy files
@@ -411,7 +411,7 @@ def test_wrapper_env_fuzz(
 
 @pytest.mark.parametrize("kind", list(ENV_VALUES))
 def test_idle_exit_env_fuzz(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    from reef_cli.core import serve_process
+    from reef_cli.cli import serve_process
     from reef_cli.core.errors import ReefError
 
     monkeypatch.setenv(serve_process.IDLE_ENV, ENV_VALUES[kind])
@@ -500,11 +500,11 @@ def test_hosted_model_without_key_names_the_variable(monkeypatch: pytest.MonkeyP
 
 
 def test_doctor_names_the_missing_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reef_cli.core import doctor
+    from reef_cli.cli import doctor_checks
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("REEF_MODEL", "anthropic/claude-3-5-haiku-latest")
-    row = doctor._model(timeout=0.5)
+    row = doctor_checks._model(timeout=0.5)
     assert row.status != "ok"
     assert "ANTHROPIC_API_KEY" in row.detail and "ANTHROPIC_API_KEY" in row.fix
     assert "cannot reach" not in row.detail

@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reef_cli.core import serve_process, tokens
+from reef_cli.cli import serve_process
+from reef_cli.core import tokens
 from tests.cli.helpers import reef, reef_json
 
 WAIT = 60.0  # an upper bound for things that happen by themselves, never a timing claim

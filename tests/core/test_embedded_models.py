@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from reef_cli.cli.doctor_checks import _embedded_model
 from reef_cli.core import embedded, embedded_engine, model_registry
 from reef_cli.core.config import load_settings
-from reef_cli.core.doctor import _embedded_model
 from reef_cli.core.embedded import ModelSpec, Part
 from reef_cli.core.errors import ConfigError, ModelCorrupt, ModelError
 

@@ -7,7 +7,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from reef_cli.core.doctor import run_checks
+from reef_cli.cli.doctor_checks import run_checks
 from reef_cli.core.ollama_local import local_models
 from tests.fakes.server_thread import ServerThread
 

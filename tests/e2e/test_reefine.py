@@ -150,7 +150,7 @@ def test_wrapper_evolve_runs_as_a_serve_job_and_trials_its_own_agent(
         assert found["in"] == WHERE_RULES_GO[adapter]
     finally:
         subprocess.run(
-            [sys.executable, "-c", "from reef_cli.core import serve_process as s; s.stop()"],
+            [sys.executable, "-c", "from reef_cli.cli import serve_process as s; s.stop()"],
             env=env,
             timeout=30,
         )

@@ -24,7 +24,7 @@ import pytest
 from adapters.claude_code.adapter import ClaudeCodeAdapter
 from adapters.pi.adapter import PiAdapter
 from adapters.pi.headless import QUIET_ENV
-from reef_cli.core import serve_process
+from reef_cli.cli import serve_process
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.reports import list_reports
 from reef_cli.core.store.sqlite import SQLiteStore

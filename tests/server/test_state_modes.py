@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reef_cli.core import config, installs, jobs, paths, scenarios, serve_process, tokens
+from reef_cli.cli import serve_process
+from reef_cli.core import config, installs, jobs, paths, scenarios, tokens
 from reef_cli.core.publishing import publish_files
 from reef_cli.server.receipts import RECORD_HEADER
 from tests.server.conftest import TOKEN, Stack
