@@ -186,12 +186,8 @@ def _cross_check(persona: Persona, where: str) -> None:
 def load(path: Path | str) -> Persona:
     """The persona in ``path`` (YAML); unreadable or malformed: ``PersonaInvalid``."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise PersonaInvalid(
-            f"cannot read persona {file}: {why}", "give a persona YAML file"
-        ) from None
+    text = yaml_config.read_text(
+        file, f"persona {file}", error=PersonaInvalid, fix="give a persona YAML file"
+    )
     data = yaml_config.parse(text, file.name, error=PersonaInvalid, fix="fix the YAML syntax")
     return parse(data, file.name)

@@ -32,12 +32,7 @@ def _jsonl(path: Path, text: str) -> dict[str, Any]:
 
 
 def load(path: Path) -> TaskSet:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TaskSetError(f"cannot read task set {path}: {exc.strerror}", HINT) from exc
-    except UnicodeDecodeError as exc:
-        raise TaskSetError(f"task set {path} is not UTF-8 text", HINT) from exc
+    text = yaml_config.read_text(path, f"task set {path}", error=TaskSetError, fix=HINT)
     if path.suffix == ".jsonl":
         data: Any = _jsonl(path, text)
     else:

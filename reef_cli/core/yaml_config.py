@@ -35,12 +35,7 @@ _KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", b
 def load_mapping(path: Path, *, error: type[ReefError], fix: str) -> dict[str, Any]:
     """Read ``path`` as YAML and return its top-level mapping (keys as strings); an empty
     file is ``{}``. Anything wrong is one ``error(message, fix)``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise error(f"cannot read {path}: {exc.strerror or exc}", fix) from None
-    except UnicodeDecodeError as exc:
-        raise error(f"{path} is not UTF-8 text (byte {exc.start} is not)", fix) from None
+    text = read_text(path, str(path), error=error, fix=fix)
     data = parse(text, path, error=error, fix=fix)
     if data is None:
         return {}
@@ -48,6 +43,17 @@ def load_mapping(path: Path, *, error: type[ReefError], fix: str) -> dict[str, A
         kind = _KINDS.get(type(data), type(data).__name__)
         raise error(f"{path} must hold a mapping of settings (key: value lines), not {kind}", fix)
     return {str(key): value for key, value in data.items()}
+
+
+def read_text(path: Path, name: str, *, error: type[ReefError], fix: str) -> str:
+    """``path``'s text (``name``: how messages call it, e.g. ``task set PATH``); unreadable
+    or not UTF-8 is one ``error(message, fix)``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"cannot read {name}: {exc.strerror or exc}", fix) from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{name} is not UTF-8 text (byte {exc.start} is not)", fix) from None
 
 
 def parse(text: str, path: Path | str, *, error: type[ReefError], fix: str) -> Any:
