@@ -7,7 +7,8 @@
 embedded default, one SQLite file in the state dir), ``sqlite:///ABS/PATH``, or
 ``postgresql://…`` (a team's shared database; needs the ``postgres`` extra). A URL it
 cannot use is an error at once, never a silent fall back to SQLite. :class:`Store`
-(``base.py``) is the interface; ``sql.py`` holds the queries both backends share.
+(``base.py``) is the interface; ``sql.py`` holds the queries both backends share,
+``schema.py`` the schema (one list of named migrations) both apply.
 """
 
 from __future__ import annotations

@@ -24,112 +24,10 @@ from psycopg_pool import ConnectionPool
 
 from reef_cli.core import paths
 from reef_cli.core.records import now_iso
+from reef_cli.core.store import schema
 from reef_cli.core.store.base import JOURNAL_DIR_NAME, DatabaseUnreachable
 from reef_cli.core.store.sql import Row, SQLStore
 from reef_cli.core.store.url import password_of, shown_url
-
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "0001_records",
-        """
-        CREATE TABLE records (
-            seq BIGSERIAL UNIQUE,
-            id TEXT PRIMARY KEY,
-            scenario TEXT NOT NULL,
-            release_id INTEGER,
-            session_id TEXT,
-            client_dialect TEXT NOT NULL,
-            upstream_dialect TEXT NOT NULL,
-            model TEXT,
-            stream INTEGER NOT NULL DEFAULT 0,
-            request TEXT,
-            response TEXT,
-            usage TEXT,
-            input_tokens BIGINT,
-            output_tokens BIGINT,
-            latency_ms DOUBLE PRECISION,
-            first_chunk_ms DOUBLE PRECISION,
-            status INTEGER,
-            error TEXT,
-            created_at TEXT NOT NULL,
-            state TEXT NOT NULL DEFAULT 'complete',
-            served_release_id INTEGER,
-            release_note TEXT,
-            weight_version TEXT,
-            weight_note TEXT,
-            token_ids TEXT,
-            logprobs TEXT
-        );
-        CREATE INDEX records_scenario ON records(scenario, created_at, seq);
-        CREATE INDEX records_session ON records(session_id, created_at);
-        CREATE INDEX records_created ON records(created_at, seq)
-        """,
-    ),
-    (
-        "0002_reports",
-        """
-        CREATE TABLE reports (
-            id TEXT PRIMARY KEY,
-            scenario TEXT NOT NULL,
-            score DOUBLE PRECISION,
-            feedback TEXT,
-            refs TEXT NOT NULL,
-            metadata TEXT,
-            content_hash TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
-        CREATE TABLE report_refs (
-            report_id TEXT NOT NULL REFERENCES reports(id),
-            record_id TEXT NOT NULL,
-            PRIMARY KEY (report_id, record_id)
-        );
-        CREATE INDEX report_refs_record ON report_refs(record_id);
-        CREATE INDEX reports_scenario ON reports(scenario, created_at)
-        """,
-    ),
-    (
-        "0003_harvested_sessions",
-        """
-        CREATE TABLE harvested_sessions (
-            seq BIGSERIAL UNIQUE,
-            agent TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            record_session_id TEXT,
-            path TEXT NOT NULL,
-            cwd TEXT,
-            started_at TEXT,
-            ended_at TEXT,
-            model TEXT,
-            turns TEXT NOT NULL,
-            skills_used TEXT NOT NULL,
-            receipts TEXT NOT NULL,
-            harvested_at TEXT NOT NULL,
-            UNIQUE (agent, session_id)
-        );
-        CREATE INDEX harvested_record_session ON harvested_sessions(record_session_id);
-        CREATE INDEX harvested_ended ON harvested_sessions(ended_at)
-        """,
-    ),
-    (
-        "0004_jobs_and_marks",
-        """
-        CREATE TABLE jobs (
-            id TEXT PRIMARY KEY,
-            scenario TEXT NOT NULL,
-            state TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            data TEXT NOT NULL
-        );
-        CREATE INDEX jobs_state ON jobs(state);
-        CREATE TABLE marks (
-            scenario TEXT NOT NULL,
-            name TEXT NOT NULL,
-            data TEXT NOT NULL,
-            PRIMARY KEY (scenario, name)
-        )
-        """,
-    ),
-]
 
 _MIGRATION_LOCK = 0x52454546  # "REEF": one migrator at a time across replicas
 _SQL: dict[str, str] = {}
@@ -164,29 +62,20 @@ class _PgTx:
                 cur.executemany(_pg(sql), rows)
 
 
+@contextlib.contextmanager
+def _transaction(conn: psycopg.Connection[Any]) -> Iterator[_PgTx]:
+    with conn.transaction():
+        yield _PgTx(conn)
+
+
 def migrate(conn: psycopg.Connection[Any]) -> list[str]:
-    """Apply every named migration not yet applied, each in its own transaction, under an
-    advisory lock; return the names applied now."""
-    applied_now: list[str] = []
+    """Bring the database to the one schema (``schema.py``) under an advisory lock, so
+    replicas starting together apply each migration once; return the names applied now."""
     conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
     try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
-        )
-        for name, sql in MIGRATIONS:
-            with conn.transaction():
-                done = conn.execute(
-                    "SELECT 1 FROM schema_migrations WHERE name = %s", (name,)
-                ).fetchone()
-                if done is None:
-                    for statement in sql.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (name, now_iso()))
-                    applied_now.append(name)
+        return schema.migrate(lambda: _transaction(conn), "postgresql")
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
-    return applied_now
 
 
 def _unreachable(url: str, exc: Exception) -> DatabaseUnreachable:
@@ -240,8 +129,8 @@ class PostgresStore(SQLStore):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[_PgTx]:
-        with self._pool.connection() as conn, conn.transaction():
-            yield _PgTx(conn)
+        with self._pool.connection() as conn, _transaction(conn) as tx:
+            yield tx
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[Row]:
         with self._pool.connection() as conn:

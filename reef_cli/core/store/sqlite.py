@@ -26,106 +26,10 @@ from typing import Any
 from reef_cli.core import paths
 from reef_cli.core.errors import StateError
 from reef_cli.core.fsutil import atomic_write_text, read_json_object, stat_key
-from reef_cli.core.records import db_path, now_iso
+from reef_cli.core.records import db_path
+from reef_cli.core.store import schema
 from reef_cli.core.store.base import JOURNAL_DIR_NAME
 from reef_cli.core.store.sql import Row, SQLStore
-
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "0001_records",
-        """
-        CREATE TABLE records (
-            id TEXT PRIMARY KEY,
-            scenario TEXT NOT NULL,
-            release_id INTEGER,
-            session_id TEXT,
-            client_dialect TEXT NOT NULL,
-            upstream_dialect TEXT NOT NULL,
-            model TEXT,
-            stream INTEGER NOT NULL DEFAULT 0,
-            request TEXT,
-            response TEXT,
-            usage TEXT,
-            input_tokens INTEGER,
-            output_tokens INTEGER,
-            latency_ms REAL,
-            first_chunk_ms REAL,
-            status INTEGER,
-            error TEXT,
-            created_at TEXT NOT NULL
-        );
-        CREATE INDEX records_scenario ON records(scenario, created_at);
-        CREATE INDEX records_session ON records(session_id, created_at);
-        """,
-    ),
-    (
-        "0002_reports",
-        """
-        CREATE TABLE reports (
-            id TEXT PRIMARY KEY,
-            scenario TEXT NOT NULL,
-            score REAL,
-            feedback TEXT,
-            refs TEXT NOT NULL,
-            metadata TEXT,
-            content_hash TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
-        CREATE TABLE report_refs (
-            report_id TEXT NOT NULL REFERENCES reports(id),
-            record_id TEXT NOT NULL,
-            PRIMARY KEY (report_id, record_id)
-        );
-        CREATE INDEX report_refs_record ON report_refs(record_id);
-        CREATE INDEX reports_scenario ON reports(scenario, created_at);
-        """,
-    ),
-    (
-        "0003_harvested_sessions",
-        """
-        CREATE TABLE harvested_sessions (
-            agent TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            record_session_id TEXT,
-            path TEXT NOT NULL,
-            cwd TEXT,
-            started_at TEXT,
-            ended_at TEXT,
-            model TEXT,
-            turns TEXT NOT NULL,
-            skills_used TEXT NOT NULL,
-            receipts TEXT NOT NULL,
-            harvested_at TEXT NOT NULL,
-            UNIQUE (agent, session_id)
-        );
-        CREATE INDEX harvested_record_session ON harvested_sessions(record_session_id);
-        CREATE INDEX harvested_ended ON harvested_sessions(ended_at);
-        """,
-    ),
-    (
-        "0004_record_state_and_release_source",
-        """
-        ALTER TABLE records ADD COLUMN state TEXT NOT NULL DEFAULT 'complete';
-        ALTER TABLE records ADD COLUMN served_release_id INTEGER;
-        ALTER TABLE records ADD COLUMN release_note TEXT
-        """,
-    ),
-    (
-        "0005_weight_version_and_tokens",
-        """
-        ALTER TABLE records ADD COLUMN weight_version TEXT;
-        ALTER TABLE records ADD COLUMN weight_note TEXT;
-        ALTER TABLE records ADD COLUMN token_ids TEXT;
-        ALTER TABLE records ADD COLUMN logprobs TEXT
-        """,
-    ),
-    (
-        "0006_records_created_at",
-        """
-        CREATE INDEX records_created ON records(created_at)
-        """,
-    ),
-]
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -164,33 +68,6 @@ def connect(path: Path) -> sqlite3.Connection:
 _migrate_lock = threading.Lock()
 
 
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply every named migration not yet applied, each in its own transaction; return
-    the names applied now."""
-    applied_now: list[str] = []
-    with _migrate_lock:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
-        )
-        for name, sql in MIGRATIONS:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                done = conn.execute(
-                    "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
-                ).fetchone()
-                if done is None:
-                    for statement in sql.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (name, now_iso()))
-                    applied_now.append(name)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-    return applied_now
-
-
 class _SQLiteTx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -203,6 +80,24 @@ class _SQLiteTx:
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[_SQLiteTx]:
+    """Take the write lock up front: a writer never fails half-way on a busy lock."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield _SQLiteTx(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Bring the file to the one schema (``schema.py``); return the names applied now."""
+    with _migrate_lock:
+        return schema.migrate(lambda: _transaction(conn), "sqlite")
 
 
 _JOB_ID = re.compile(r"^job_[0-9A-Za-z]+$")
@@ -243,16 +138,8 @@ class SQLiteStore(SQLStore):
     def release_thread(self) -> None:
         self.close()
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[_SQLiteTx]:
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield _SQLiteTx(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    def _transaction(self) -> contextlib.AbstractContextManager[_SQLiteTx]:
+        return _transaction(self.conn)
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[Row]:
         return self.conn.execute(sql, args).fetchall()

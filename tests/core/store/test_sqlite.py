@@ -9,7 +9,8 @@ import sqlite3
 import pytest
 
 from reef_cli.core.records import RawJSON, Record, RecordNotFound, new_receipt
-from reef_cli.core.store.sqlite import MIGRATIONS, SQLiteStore, connect
+from reef_cli.core.store.schema import MIGRATIONS, NAMES
+from reef_cli.core.store.sqlite import SQLiteStore, connect
 
 
 def _rec(**kw) -> Record:
@@ -26,7 +27,7 @@ def test_migrations_are_named_and_applied_once(tmp_path):
     path = tmp_path / "r.sqlite3"
     conn = connect(path)
     names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
-    assert names == [name for name, _ in MIGRATIONS]
+    assert names == list(NAMES)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     from reef_cli.core.store.sqlite import migrate
@@ -86,11 +87,10 @@ def test_harvested_migration_upgrades_an_existing_database(tmp_path):
     path = tmp_path / "old.sqlite3"
     old = sqlite3.connect(path, isolation_level=None)
     old.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-    for name, sql in records.MIGRATIONS[:2]:
-        for statement in sql.split(";"):
-            if statement.strip():
-                old.execute(statement)
-        old.execute("INSERT INTO schema_migrations VALUES (?, 'x')", (name,))
+    for migration in MIGRATIONS[:2]:
+        for statement in migration.statements("sqlite"):
+            old.execute(statement)
+        old.execute("INSERT INTO schema_migrations VALUES (?, 'x')", (migration.name,))
     old.execute(
         "INSERT INTO records (id, scenario, client_dialect, upstream_dialect, created_at) "
         "VALUES ('rec_old', 's', 'openai', 'openai', '2025')"
@@ -101,6 +101,7 @@ def test_harvested_migration_upgrades_an_existing_database(tmp_path):
         "0004_record_state_and_release_source",
         "0005_weight_version_and_tokens",
         "0006_records_created_at",
+        "0007_jobs_and_marks",
     ]
     store = SQLiteStore(path)
     assert store.get("rec_old").scenario == "s"  # existing data untouched
