@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reef_cli.core.evidence import WITHHELD, SessionEvidence
+from reef_cli.core.json_shape import field_dict
 from reef_cli.core.llm import cut_at_word
 
 SKILL_NAME = "demonstrations"
@@ -62,13 +63,7 @@ class Selection:
     score: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "pool": self.pool,
-            "baseline": self.baseline,
-            "tried": self.tried,
-            "chosen": self.chosen,
-            "score": self.score,
-        }
+        return field_dict(self, leave_out=("files",))
 
 
 def _readable(text: str) -> bool:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reef_cli.core.json_shape import field_dict
+
 
 @dataclass(frozen=True)
 class FileDiff:
@@ -17,15 +19,7 @@ class FileDiff:
     diff: str
 
     def to_json(self, with_diff: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "path": self.path,
-            "status": self.status,
-            "added": self.added,
-            "removed": self.removed,
-        }
-        if with_diff:
-            out["diff"] = self.diff
-        return out
+        return field_dict(self, leave_out=() if with_diff else ("diff",))
 
 
 def diff_trees(

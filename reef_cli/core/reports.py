@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from reef_cli.core.errors import ReefError
+from reef_cli.core.json_shape import field_dict
 from reef_cli.core.records import now_iso
 from reef_cli.core.store.base import ReportRow, Store
 
@@ -141,15 +142,7 @@ class StoredReport:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "scenario": self.scenario,
-            "score": self.score,
-            "feedback": self.feedback,
-            "references": self.references,
-            "metadata": self.metadata,
-            "created_at": self.created_at,
-        }
+        return field_dict(self, leave_out=("created",))
 
 
 def parse_report(data: Any) -> ReportIn:

@@ -26,3 +26,15 @@ def test_equal_trees_have_no_diff() -> None:
 def test_missing_final_newline_still_gives_line_based_output() -> None:
     [change] = diff_trees({"a": "x"}, {"a": "y"})
     assert change.diff.endswith("+y\n")
+
+
+def test_a_file_diff_shows_its_counts_and_the_diff_unless_asked_not_to() -> None:
+    [change] = diff_trees({}, {"a": ""})
+    assert list(change.to_json().items()) == [
+        ("path", "a"),
+        ("status", "added"),
+        ("added", 0),
+        ("removed", 0),
+        ("diff", ""),
+    ]
+    assert "diff" not in change.to_json(with_diff=False)

@@ -8,6 +8,7 @@ from reef_cli.core.records import Record, new_receipt
 from reef_cli.core.reports import (
     ReportConflict,
     ReportInvalid,
+    StoredReport,
     list_reports,
     parse_report,
     save_report,
@@ -72,3 +73,16 @@ def test_save_checks_references_and_is_idempotent(store):
         save_report(store, parse_report({"score": 1, "references": [other]}), "s")
     stored = list_reports(store, record_id=rec)
     assert [r.id for r in stored] == ["r1"] and stored[0].feedback == {"why": "good"}
+
+
+def test_a_stored_report_shows_its_fields_but_created() -> None:
+    report = StoredReport("r1", "s", None, None, [], None, "2025-01-01T00:00:00Z", created=False)
+    assert list(report.to_json().items()) == [
+        ("id", "r1"),
+        ("scenario", "s"),
+        ("score", None),
+        ("feedback", None),
+        ("references", []),
+        ("metadata", None),
+        ("created_at", "2025-01-01T00:00:00Z"),
+    ]
