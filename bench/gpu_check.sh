@@ -152,7 +152,7 @@ def preflight() -> Any:
 
 def samples_for(tokenizer: Any) -> list[Any]:
     from reefd import models
-    from reefd.recipes.base import Sample
+    from reefd.weight_recipes.base import Sample
 
     out = []
     for i, (ask, answer, advantage) in enumerate(

@@ -197,7 +197,7 @@ if __name__ == "__main__":
 REEF_APP = r"""
 import functools, gc, sys
 from reef_cli.server import app as app_module, proxy as proxy_module
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 from reef_cli.server.recorder import Recorder
 from reef_cli.server.run import serve
 
@@ -242,8 +242,8 @@ if variant == "gc-freeze":
 loop, runner = None, None
 if variant == "live-loop":  # the serve.yaml's `reef:` section, with the real job runner
     from pathlib import Path
-    from recipes.jobs import Worker
-    from reef_cli.server.config import build, load_file
+    from recipes.engine.worker import Worker
+    from reef_cli.server.serve_config import build, load_file
 
     loop = build({"upstream": "http://x/v1", **load_file(Path(sys.argv[4]))}).reef
     runner = Worker()

@@ -29,7 +29,7 @@ import proxy_overhead as po
 PROBED_REEF = r"""
 import asyncio, gc, json, signal, sys, threading, time
 from reef_cli.server import proxy as proxy_module, recorder as recorder_module
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 from reef_cli.server.run import serve
 
 out_path, variant = sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else ""

@@ -31,17 +31,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recipes.engine.gate import gate_record
 from reef_cli.core import paths, scenarios
 from reef_cli.core.errors import ConfigError, EngineError, ReefError, ServeError
-from reef_cli.core.evaluation import Outcome
 from reef_cli.core.fsutil import atomic_write_text, read_json_object, stat_key
+from reef_cli.core.json_shape import field_dict
+from reef_cli.core.paired_rule import Outcome
 from reef_cli.core.records import now_iso
 from reef_cli.core.releases import WEIGHTS_REF
 from reef_cli.core.store import open_store
 from reef_cli.core.weight_version import WeightVersion
 from reefd import state
-from reefd.config import ReefdConfig
-from reefd.gate import gate_record
+from reefd.daemon_config import ReefdConfig
 
 if TYPE_CHECKING:
     from reefd.weights import Kind
@@ -63,7 +64,7 @@ class Round:
     gate: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, {}, "")}
+        return field_dict(self, drop_empty=True)
 
 
 class Daemon:
@@ -101,8 +102,8 @@ class Daemon:
         from reefd import models
         from reefd._torch import require
         from reefd.engine.client import EngineClient
-        from reefd.recipes import recipe_named
         from reefd.sync.factory import make_sync
+        from reefd.weight_recipes import recipe_named
         from reefd.weights import WeightChain
 
         require("torch")
@@ -207,7 +208,7 @@ class Daemon:
     def _proxy(self) -> Any:
         from reef_cli.server import run
         from reef_cli.server.app import create_app
-        from reef_cli.server.config import ServeConfig
+        from reef_cli.server.serve_config import ServeConfig
         from reef_cli.server.thread import ServerThread
 
         cfg = self.config
@@ -355,7 +356,7 @@ class Daemon:
         """The served weights' answers, once per version (greedy: the same every time)."""
         cached = self._served_answers.get(version)
         if cached is None:
-            from reefd.gate import SPLIT
+            from recipes.engine.gate import SPLIT
 
             cached = {task.id: self._answer(task) for task in self.tasks.split(SPLIT)}
             self._served_answers = {version: cached}
@@ -381,7 +382,7 @@ class Daemon:
         return self.tasks
 
     def _gate(self, served: dict[str, str | None]) -> Outcome:
-        from reefd.gate import evaluate_weights
+        from recipes.engine.gate import evaluate_weights
 
         judge = None
         if self.config.gate.judge:

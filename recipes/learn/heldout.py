@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from recipes.personas import Persona, Prompt, judge
 from recipes.tasks.runners import render_harness
-from reef_cli.core.evaluation import interval, sign_test_p
 from reef_cli.core.llm import ModelClient
+from reef_cli.core.paired_rule import interval, sign_test_p
 
 PLACEBO_PATH = "rules/placebo.md"
 ADDED_PATH = "rules/control.md"

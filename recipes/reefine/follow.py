@@ -21,9 +21,9 @@ from pydantic import BaseModel, Field
 
 from recipes.reefine.draft import Draft
 from recipes.tasks.runners import render_harness
+from reef_cli.core.checks import Check
 from reef_cli.core.errors import ModelError
 from reef_cli.core.frontmatter import split_frontmatter
-from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient, cut_at_word
 
 PROMPTS = 3

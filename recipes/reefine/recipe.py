@@ -12,8 +12,8 @@ from recipes.reefine.scope import trim_draft
 from recipes.tasks import TaskSet
 from reef_cli.core.asks import check_ask, clarified
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits
+from reef_cli.core.checks import Check
 from reef_cli.core.errors import OptionInvalid
-from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.tree import HarnessTree, parse_files
 

@@ -15,8 +15,8 @@ from recipes.tasks import TaskSet
 from reef_cli.core import scenarios
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import OptionInvalid, StateError
-from reef_cli.core.evaluation import sign_test_minimum
 from reef_cli.core.evidence import Mark, SessionEvidence, collect
+from reef_cli.core.paired_rule import sign_test_minimum
 from reef_cli.core.store import open_store
 
 MARK_NAME = "skillclaw"  # scenarios/<S>/skillclaw.json

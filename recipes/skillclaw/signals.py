@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from recipes.engine.quality import Judgement
 from recipes.skillclaw.guard import clean
 from reef_cli.core.errors import ModelError
 from reef_cli.core.evidence import WITHHELD, SessionEvidence, Turn
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.quality import Judgement
 
 SHOWN = 600  # characters of a turn a prompt quotes
 

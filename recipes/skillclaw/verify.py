@@ -12,6 +12,7 @@ the threshold or gives no verdict (an outage is never a pass).
 
 from __future__ import annotations
 
+from recipes.engine.quality import Judgement, debris_in
 from recipes.skillclaw.decide import Edit, session_lines
 from recipes.skillclaw.guard import clean, holds_credential
 from recipes.skillclaw.merge import guidance, keeps_items, lost_lines
@@ -20,7 +21,6 @@ from recipes.skillclaw.skills import SkillText
 from reef_cli.core.errors import ModelError
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.names import is_kebab
-from reef_cli.core.quality import Judgement, debris_in
 
 MAX_BODY = 4000
 MAX_DESCRIPTION = 300

@@ -1,7 +1,7 @@
 """The paired evaluation the gate runs: candidate and incumbent on the same tasks.
 
 Each task runs ``repeats`` times on both trees; the scores (and the lenient measure, where
-tasks name one) go to ``core.evaluation.decide``, which returns the verdict and every
+tasks name one) go to ``core.paired_rule.decide``, which returns the verdict and every
 number behind it. A run with no score is an outage: the evaluation is ``invalid``.
 
 A task that carries the served release's recorded answer and the person's score of it
@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from recipes.tasks.model import Task, TaskSet
 from recipes.tasks.scoring import TaskRun, score
-from reef_cli.core.evaluation import Outcome, decide
+from reef_cli.core.paired_rule import Outcome, decide
 
 RunTask = Callable[[dict[str, str], Task], TaskRun]
 Progress = Callable[[str, float | None], None]

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from reef_cli.core.evaluation import Policy
+from reef_cli.core.paired_rule import Policy
 
 # Scorer's fields that are settings, not scorers (every other field names one scorer)
 SCORER_SETTINGS = ("timeout_s",)

@@ -7,7 +7,7 @@ Two kinds exist, and a task set names which (``runner:``):
   each skill's name, description and body). It measures what the harness *text* does to
   the model, fast and deterministic at temperature 0; ``harness_in="user"`` puts the
   text at the top of the user turn instead, for small models that ignore system prompts.
-- the agent runners (``recipes.trial.AgentRunner.run_task``) — the real agent, in the
+- the agent runners (``recipes.engine.trial.AgentRunner.run_task``) — the real agent, in the
   sandbox, through a recording proxy.
 """
 

@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from recipes.engine.quality import Judgement
 from recipes.tasks.model import Scorer, Task
 from reef_cli.core.errors import ExtraMissing, ModelError
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.quality import Judgement
 
 SHOWN = 200  # characters of an answer quoted back in feedback
 

@@ -112,55 +112,42 @@ def _print_outcome(outcome: engine.Outcome, scenario: str) -> None:
 
 
 def run_quickstart(scenario_name: str, ask: str) -> engine.Outcome:
-    from adapters._install import install_release
-    from adapters.base import Routing
+    """`reef quickstart`: the engine's quickstart flow, its steps numbered, the evolve
+    step with the progress bar, then the diff."""
+    from recipes.engine import quickstart
     from reef_cli.cli._diff_view import print_diff
     from reef_cli.cli._output import console, markup
-    from reef_cli.core import paths, scenarios
-    from reef_cli.core.config import load_settings
-    from reef_cli.core.diff import diff_trees
     from reef_cli.core.llm import describe_model
-    from reef_cli.core.publishing import publish_files
-    from reef_cli.core.tree import starter_tree
 
     out = console()
-    scenario = scenarios.get_or_create(scenario_name)
-    chain = scenario.chain()
-    if chain.latest() is None:
-        publish_files(
-            scenario_name, starter_tree().files(), reason="starter tree (reef quickstart)"
+
+    def say(line: str) -> None:
+        step, _, rest = line.partition(". ")
+        out.print(f"[bold]{step}.[/] {markup(rest)}")
+
+    def evolve(scenario: Scenario) -> engine.Outcome:
+        out.print(f"   (model: {markup(describe_model())})")
+        return run_foreground(
+            scenario,
+            ask=ask,
+            recipe=quickstart.RECIPE,
+            adapter=quickstart.AGENT,
+            interactive=False,
+            model=None,
+            explain=_refusal,
         )
-    settings = load_settings()
-    target = paths.agent_dir("pi", scenario_name)
-    routing = Routing(f"http://{settings.serve_host}:{settings.serve_port}", scenario_name)
-    installed, where = install_release("pi", scenario_name, routing, "served", target)
-    out.print(
-        f"[bold]1.[/] scenario {scenario_name}: r{installed.number} installed for pi in "
-        f"{markup(where)}"
-    )
-    model = markup(describe_model())
-    out.print(f"[bold]2.[/] reef-pi evolve {markup(repr(ask))}  (model: {model})")
-    outcome = run_foreground(
-        scenario, ask=ask, recipe="reefine", interactive=False, model=None, explain=_refusal
-    )
-    if outcome.state not in ("published", "pending") or outcome.release is None:
-        return outcome
-    if outcome.state == "pending":  # extension code: a person reviews it before it installs
-        out.print(
-            f"[bold]3.[/] r{outcome.release} is pending review (it holds extension code): "
-            f"read it with `reef harness show {outcome.release} -s {scenario_name}`, then "
-            f"`reef harness promote {outcome.release} -s {scenario_name}`; what changed:"
-        )
-    else:
-        install_release("pi", scenario_name, routing, "latest", target)
-        out.print(f"[bold]3.[/] installed r{outcome.release} for pi; what changed:")
-    old, new = chain.get(installed.number), chain.get(outcome.release)
-    print_diff(diff_trees(chain.files(old), chain.files(new), old.tag, new.tag), old.tag, new.tag)
+
+    done = quickstart.run(scenario_name, ask, evolve=evolve, say=say)
+    shown = done.diff()
+    if shown is None:
+        return done.outcome
+    out.print("what changed:")
+    print_diff(*shown)
     out.print(
         f"\nNext: reef harness versions -s {scenario_name}   |   reef-pi   "
         f"(REEF_SCENARIO={scenario_name})"
     )
-    return outcome
+    return done.outcome
 
 
 def refused_draft(outcome: engine.Outcome) -> dict[str, Any] | None:

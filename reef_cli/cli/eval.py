@@ -10,7 +10,7 @@ import typer
 from reef_cli.cli._common import JsonOpt, NoCacheOpt, ScenarioOpt, scenario_name
 
 if TYPE_CHECKING:
-    from recipes.eval_releases import EvalReport
+    from recipes.tasks.eval_releases import EvalReport
 
 
 def eval_releases(
@@ -49,7 +49,7 @@ def eval_releases(
     tasks x repeats runs, through the task set's runner (direct: one model call each)."""
     from recipes import engine
     from recipes import tasks as task_sets
-    from recipes.eval_releases import clients, evaluate_releases, held_out, parse_releases
+    from recipes.tasks.eval_releases import clients, evaluate_releases, held_out, parse_releases
     from reef_cli.core import scenarios
     from reef_cli.core.plots import require_matplotlib
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from reef_cli.cli._common import JsonOpt, NoCacheOpt, scenario_name
+from reef_cli.core.asks import QUICKSTART_ASK
 
 EXIT = {
     "published": 0,
@@ -201,9 +202,6 @@ def _print_schedule(when: str, recipe: str, scenario: str, args: list[str], as_j
         highlight=False,
         markup=False,
     )
-
-
-QUICKSTART_ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
 
 
 def quickstart(

@@ -34,9 +34,9 @@ def init(directory: DirArg) -> None:
 def check(directory: DirArg, as_json: JsonOpt = False) -> None:
     """Validate a tree and scan it for secrets, listing every problem (publishes nothing)."""
     from reef_cli.cli._output import console, markup, print_json
+    from reef_cli.core.checks import static_checks
     from reef_cli.core.config import load_settings
     from reef_cli.core.errors import TreeError
-    from reef_cli.core.gate import static_checks
     from reef_cli.core.publishing import limits_from
     from reef_cli.core.tree import scan_folder
 

@@ -38,7 +38,8 @@ def start(
 
     Runs in the foreground until SIGTERM or Ctrl-C (`reefd stop` from another shell)."""
     from reef_cli.core.errors import ServeError
-    from reefd import config, daemon, state
+    from reefd import daemon, state
+    from reefd import daemon_config as config
     from reefd._torch import require
 
     require("torch")  # before reading anything: a machine without the extra learns it first

@@ -84,7 +84,7 @@ def serve(
         return  # `reef serve status|stop`
     from reef_cli.cli import serve_process
     from reef_cli.core.config import load_settings
-    from reef_cli.server import config as serve_config
+    from reef_cli.server import serve_config
     from reef_cli.server.run import serve as run_server
 
     settings = load_settings()
@@ -116,7 +116,7 @@ def serve(
     }
     values.update({k: v for k, v in flags.items() if v is not None})
     values = serve_config.with_recipe(values, recipe)
-    from recipes.jobs import Worker  # the CLI is where parts are wired together
+    from recipes.engine.worker import Worker  # the CLI is where parts are wired together
 
     built = serve_config.build(values)
     from reef_cli.server.run import bind

@@ -24,6 +24,10 @@ __all__ = [
 MAX_ASK_CHARS = 2000
 
 
+# The ask `reef quickstart` and `POST /reef/quickstart` evolve when given none.
+QUICKSTART_ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
+
+
 def check_ask(ask: str) -> str:
     """The ask, whitespace-normalised; ``AskRefused`` with the reason otherwise."""
     text = " ".join(ask.split())

@@ -1,12 +1,19 @@
-"""Evolution jobs run by `reef serve` in the background, kept by the store and rewritten
-on every progress step, so a job's state survives the server and any client can read it
-(SQLite: one JSON file each under ``jobs/`` in the state dir; PostgreSQL: a table every
-replica reads, so ``GET /reef/jobs/{id}`` answers on any of them). ``owner`` names the
-replica running a job: a restarting replica fails only the jobs it left behind."""
+"""The job queue: evolution jobs run by `reef serve` in the background.
+
+This module is the only place a job is created, handed to a runner (``submit``), moved
+through its states (``execute``) or ended as failed (``fail``), so the API, the live loop
+and the worker cannot disagree on what a job's life looks like. A job is kept by the
+store and rewritten on every progress step, so its state survives the server and any
+client can read it (SQLite: one JSON file each under ``jobs/`` in the state dir;
+PostgreSQL: a table every replica reads, so ``GET /reef/jobs/{id}`` answers on any of
+them). ``owner`` names the replica running a job: a restarting replica fails only the
+jobs it left behind. What runs a job is a ``JobRunner`` (``recipes.engine.worker``),
+wired in by the CLI, so the server imports no recipe."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
@@ -15,6 +22,8 @@ from reef_cli.core.clock import now_iso
 from reef_cli.core.errors import ReefError
 
 ACTIVE = ("queued", "running")
+FLOWS = ("evolve", "quickstart")
+QUICKSTART_RECIPE = "reefine"  # the quickstart flow evolves its ask with Reefine
 
 
 class JobNotFound(ReefError):
@@ -44,6 +53,9 @@ class Job:
     publish: str = "auto"
     origin: str = "api"  # api (POST /reef/evolve) | live-loop
     owner: str = ""  # the replica that runs it (replica_id()); "" in jobs from before
+    # evolve: the recipe on the scenario; quickstart: recipes.engine.quickstart's flow
+    # (the scenario and pi's install around a Reefine run)
+    flow: str = "evolve"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,7 +66,7 @@ _FIELDS = {f.name for f in fields(Job)}
 
 class JobRunner(Protocol):
     """What runs jobs for `reef serve`. The server only queues; the runner (wired in by
-    ``cli/serve.py``: ``recipes.jobs.Worker``) does the work, so the server imports no
+    ``cli/serve.py``: ``recipes.engine.worker.Worker``) does the work, so the server imports no
     recipe. ``start`` runs at server start-up, ``stop`` at shutdown."""
 
     def start(self) -> None: ...
@@ -92,11 +104,14 @@ def create(
     *,
     publish: str = "auto",
     origin: str = "api",
+    flow: str = "evolve",
 ) -> Job:
     if publish not in ("auto", "review"):
         raise ValueError(f"publish must be auto or review, not {publish!r}")
+    if flow not in FLOWS:
+        raise ValueError(f"flow must be one of {', '.join(FLOWS)}, not {flow!r}")
     job = Job(f"job_{uuid.uuid4().hex[:16]}", scenario, recipe, ask, adapter, options or {})
-    job.publish, job.origin, job.owner = publish, origin, replica_id()
+    job.publish, job.origin, job.owner, job.flow = publish, origin, replica_id(), flow
     return save(job)
 
 
@@ -140,3 +155,61 @@ def interrupted() -> list[Job]:
     ``owner`` existed counts as this replica's."""
     me = replica_id()
     return [j for j in _active() if j.owner in ("", me)]
+
+
+Progress = Callable[[str, "float | None"], None]
+
+
+def fail(job: Job, message: str) -> Job:
+    """End ``job`` as failed: a job must end with a state, whatever went wrong."""
+    job.state, job.message = "failed", message
+    job.progress = {"message": "failed", "fraction": 1.0}
+    return save(job)
+
+
+def fail_if_active(job_id: str, message: str) -> None:
+    """Fail a job its runner left queued or running (a settled one is left as it is)."""
+    try:
+        job = get(job_id)
+    except JobNotFound:
+        return
+    if job.state in ACTIVE:
+        fail(job, message)
+
+
+def fail_interrupted(message: str) -> list[Job]:
+    """At a replica's start: fail the jobs it left active when it stopped."""
+    return [fail(job, message) for job in interrupted()]
+
+
+def submit(runner: JobRunner, job: Job) -> str | None:
+    """Hand ``job`` to ``runner``; None when it took it, else why it did not (the job is
+    then failed, so nothing waits on a job no runner has)."""
+    try:
+        runner.submit(job)
+    except Exception as exc:  # the runner refused: the job ends here, the caller goes on
+        why = f"the job runner refused the job ({type(exc).__name__})"
+        fail(job, why)
+        return why
+    return None
+
+
+def execute(job: Job, work: Callable[[Progress], dict[str, Any]]) -> Job:
+    """Run ``work`` as ``job``: mark it running, save each progress step, and end it with
+    the outcome ``work`` returns (``state``, ``message``, ``release`` and the rest), or
+    failed on any exception."""
+    job.state = "running"
+    save(job)
+
+    def progress(message: str, fraction: float | None = None) -> None:
+        job.progress = {"message": message, "fraction": fraction}
+        save(job)
+
+    try:
+        outcome = work(progress)
+    except Exception as exc:  # a job must end with a state, whatever went wrong
+        return fail(job, f"{type(exc).__name__}: {exc}"[:500])
+    job.state, job.message = outcome["state"], outcome["message"]
+    job.release, job.outcome = outcome.get("release"), outcome
+    job.progress = {"message": job.state, "fraction": 1.0}
+    return save(job)

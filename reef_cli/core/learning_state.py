@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from reef_cli.core import evidence, scenarios
-from reef_cli.core.fsutil import atomic_write_text, stat_key
+from reef_cli.core.fsutil import atomic_write_text
 from reef_cli.core.store.base import Store
 
 STATE_FILE = "learning.json"
 TASKS_FILE = "tasks.yaml"  # recipes.tasks.loading.TASKS_FILE: a scenario's own task set
-CHAIN_REF = "chain.git/refs/reef/chain"
 
 
 @dataclass
@@ -158,8 +157,7 @@ def probe(store: Store, scenario: str, scenario_dir: Path, mark_name: str) -> li
     which scoring needs anyway)."""
     return [
         *store.probe(scenario),
-        stat_key(scenario_dir / CHAIN_REF),
-        stat_key(scenario_dir / "chain.git" / "packed-refs"),
+        scenarios.chain_key(scenario_dir / scenarios.CHAIN_DIR),
         store.mark_version(scenario, mark_name),
     ]
 

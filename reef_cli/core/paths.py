@@ -22,6 +22,9 @@ from pathlib import Path
 
 from reef_cli.core.errors import ConfigError, StateError
 
+# The ref a release chain moves on every publish, promote or rollback (inside its git dir).
+CHAIN_REF = "refs/reef/chain"
+
 PRIVATE_BITS = 0o077  # group and other: never set on anything in the state dir
 DIR_MODE = 0o700
 FILE_MODE = 0o600

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from reef_cli.core import scenarios
+from reef_cli.core.checks import Check, Verdict, static_checks
 from reef_cli.core.config import Settings, load_settings
 from reef_cli.core.errors import GateBlocked
-from reef_cli.core.gate import Check, Verdict, static_checks
 from reef_cli.core.releases import Release
 from reef_cli.core.tree import MANIFEST, Limits, read_folder
 

@@ -32,12 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from reef_cli.core import chain_remote
 from reef_cli.core.clock import now_iso
 from reef_cli.core.errors import ChainConflict, ChainCorrupt, ChainDiverged, ReleaseNotFound
+from reef_cli.core.paths import CHAIN_REF
 from reef_cli.core.tree import content_hash
 
 if TYPE_CHECKING:
     import git
 
-CHAIN_REF = "refs/reef/chain"
 WEIGHTS_REF = "refs/reef/weights"
 META_FILE = "RELEASE.json"
 ZERO = "0" * 40
@@ -79,14 +79,8 @@ class Release:
             "number": self.number,
             "tag": self.tag,
             "commit": self.commit,
-            **_meta_dict(self.meta),
+            **self.meta.model_dump(exclude={"number"}),
         }
-
-
-def _meta_dict(meta: ReleaseMeta) -> dict[str, Any]:
-    data = meta.model_dump()
-    data.pop("number", None)
-    return data
 
 
 class Chain:

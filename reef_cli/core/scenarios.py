@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from reef_cli.core import paths
 from reef_cli.core.errors import ScenarioExists, ScenarioNotFound, StateError
+from reef_cli.core.fsutil import stat_key
 from reef_cli.core.names import check_name
 
 if TYPE_CHECKING:
@@ -54,6 +55,20 @@ class Scenario:
         from reef_cli.core.installs import installed_release
 
         return self.chain().resolve(spec, installed_release(self.name))
+
+
+ChainKey = tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]
+
+
+def chain_key(chain_dir: Path) -> ChainKey:
+    """Changes whenever the chain's ref moves (a publish, promote or rollback by any
+    process: git writes a new ref file and renames it in); two stats, no git."""
+    return (stat_key(chain_dir / paths.CHAIN_REF), stat_key(chain_dir / "packed-refs"))
+
+
+def chain_dir_of(name: str) -> Path:
+    """Where scenario ``name``'s chain is (whether or not it exists)."""
+    return paths.scenarios_dir() / name / CHAIN_DIR
 
 
 def _read(path: Path) -> Scenario:

@@ -1,5 +1,5 @@
-"""One loader for Reef's YAML settings files: `reef serve -c serve.yaml` (server/config.py)
-and `reefd start -c reefd.yaml` (reefd/config.py); ``parse`` is the YAML step alone, which
+"""One loader for Reef's YAML settings files: `reef serve -c serve.yaml` (server/serve_config.py)
+and `reefd start -c reefd.yaml` (reefd/daemon_config.py); ``parse`` is the YAML step alone, which
 task sets and personas use too.
 
 Every way such a file can be wrong is one line, raised as the caller's error class (each

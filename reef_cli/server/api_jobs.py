@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reef_cli.core import agents, jobs, plugins, scenarios
-from reef_cli.core.asks import check_ask
+from reef_cli.core.asks import QUICKSTART_ASK, check_ask
 from reef_cli.core.errors import ReefError, ServeError
 from reef_cli.core.names import check_name
 from reef_cli.core.tokens import Grant
@@ -70,6 +70,38 @@ def _registered(name: Callable[[], str]) -> str:
         raise ValueError(exc.one_line()) from None
 
 
+class QuickstartIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ask: str = Field(QUICKSTART_ASK, max_length=100_000, description="what should change")
+    scenario: str = Field("quickstart", max_length=64, description="created when new")
+
+    @field_validator("scenario")
+    @classmethod
+    def _scenario_name(cls, value: str) -> str:
+        return _registered(lambda: check_name("scenario", value))
+
+
+def _queue(
+    request: Request,
+    scenario: str,
+    recipe: str,
+    ask: str | None,
+    adapter: str | None = None,
+    options: dict[str, Any] | None = None,
+    *,
+    flow: str = "evolve",
+) -> dict[str, Any]:
+    """Create the job and hand it to this server's runner (``core.jobs``, the queue)."""
+    worker = request.app.state.jobs
+    if worker is None:
+        raise ServeError("this server runs no jobs", "use the main `reef serve`")
+    job = jobs.create(scenario, recipe, ask, adapter, options, flow=flow)
+    refused = jobs.submit(worker, job)
+    if refused is not None:
+        raise ServeError(f"job {job.id} failed: {refused}", "see the server's log")
+    return job.to_json()
+
+
 def _scenario(request: Request, explicit: str | None) -> str:
     name = (
         explicit
@@ -93,13 +125,22 @@ def make_router() -> APIRouter:
         allow(grant, scenario)
         ask = check_ask(body.ask or "") if plugins.recipe(body.recipe).needs_ask else body.ask
         scenarios.get(scenario)
-        worker = request.app.state.jobs
-        if worker is None:
-            raise ServeError("this server runs no jobs", "use the main `reef serve`")
         options = body.options.model_dump(exclude_none=True)
-        job = jobs.create(scenario, body.recipe, ask, body.adapter, options)
-        worker.submit(job)
-        return job.to_json()
+        return _queue(request, scenario, body.recipe, ask, body.adapter, options)
+
+    @router.post("/reef/quickstart", tags=["evolve"], responses=ERRORS, status_code=202)
+    def quickstart(
+        request: Request, body: QuickstartIn, grant: Grant = Depends(grant_of)
+    ) -> dict[str, Any]:
+        """Queue the quickstart flow, `reef quickstart` as a job: the scenario (created
+        when new, by a token for every scenario) with the starter tree, pi installed on
+        the server's machine, the ask evolved with Reefine, the new release installed;
+        poll `GET /reef/jobs/{id}`."""
+        allow(grant, body.scenario)
+        if grant.scenarios is not None:
+            scenarios.get(body.scenario)  # a scenario token never creates one: 404
+        ask = check_ask(body.ask)
+        return _queue(request, body.scenario, jobs.QUICKSTART_RECIPE, ask, flow="quickstart")
 
     @router.get("/reef/jobs/{job_id}", tags=["evolve"], responses=ERRORS)
     def job(job_id: str, grant: Grant = Depends(grant_of)) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from reef_cli.core.tokens import TokenSet
 from reef_cli.core.weight_version import WeightVersion
 from reef_cli.server import api, api_jobs, api_learning, inference_schema
 from reef_cli.server.auth import Authenticator
-from reef_cli.server.config import ServeConfig
 from reef_cli.server.learning import LiveLoop
 from reef_cli.server.memory import Trimmer
 from reef_cli.server.proxy import Proxy
@@ -28,6 +27,7 @@ from reef_cli.server.recorder import Recorder
 from reef_cli.server.release_cache import ReleaseCache
 from reef_cli.server.remote_sync import RemoteSync
 from reef_cli.server.retention_task import RetentionTask
+from reef_cli.server.serve_config import ServeConfig
 from reef_cli.server.upstream import Upstream
 
 log = logging.getLogger("reef.serve")
@@ -73,7 +73,7 @@ def create_app(
 ) -> ReefApp:
     """Build the app. ``tokens=None`` means open (no auth): callers decide when that is
     allowed. ``jobs`` runs `POST /reef/evolve` jobs; the caller wires it in (`reef serve`
-    passes ``recipes.jobs.Worker``), so the server itself knows no recipe. Without it the
+    passes ``recipes.engine.worker.Worker``), so the server itself knows no recipe. Without it the
     server answers 503 to job submissions. ``weights`` (reefd) stamps each record with the
     engine's weight version at request start. With ``config.reef`` (the live loop) the
     server also submits jobs itself when a scenario's evidence is ready, so it needs

@@ -28,8 +28,8 @@ from reef_cli.core.errors import ScenarioNotFound
 from reef_cli.core.jobs import JobRunner
 from reef_cli.core.records import now_iso
 from reef_cli.core.store import Store
-from reef_cli.server.config import LearningConfig
 from reef_cli.server.periodic import Periodic
+from reef_cli.server.serve_config import LearningConfig
 
 log = logging.getLogger("reef.learning")
 
@@ -345,15 +345,10 @@ class LiveLoop(Periodic):
             job.id,
             cfg.recipe,
         )
-        try:
-            self.runner.submit(job)
-        except Exception as exc:  # the runner refused: the job ends here, the loop goes on
-            log.warning("live loop: the job runner refused %s (%s)", job.id, type(exc).__name__)
-            job.state = "failed"
-            job.message = f"the job runner refused the job ({type(exc).__name__})"
-            job.progress = {"message": "failed", "fraction": 1.0}
-            jobs.save(job)
-            run.state, run.ended, run.message = "failed", now_iso(), job.message
+        refused = jobs.submit(self.runner, job)
+        if refused is not None:  # the job ended failed; the loop goes on
+            log.warning("live loop: %s: %s", job.id, refused)
+            run.state, run.ended, run.message = "failed", now_iso(), refused
             state.next_trigger = _waits("interval", "the job runner refused the last job")
 
 

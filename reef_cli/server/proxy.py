@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from reef_cli.core import scenarios
 from reef_cli.core.errors import InvalidName, ReefError, ScenarioNotFound
 from reef_cli.core.names import is_kebab
 from reef_cli.core.records import new_receipt
@@ -46,10 +47,10 @@ from reef_cli.server import (
     translate_responses,
 )
 from reef_cli.server.auth import Authenticator
-from reef_cli.server.config import ServeConfig
 from reef_cli.server.recorder import RETRY_AFTER_S, Exchange, Recorder
 from reef_cli.server.release_cache import ReleaseCache, Releases
 from reef_cli.server.responses_stream import Chained, ChatToResponses
+from reef_cli.server.serve_config import ServeConfig
 from reef_cli.server.translate_stream import AnthropicToOpenAI, OpenAIToAnthropic
 from reef_cli.server.upstream import Upstream
 
@@ -277,8 +278,24 @@ class Proxy:
         return scenario, raw, body, create
 
     async def _release(self, scenario: str, dialect: str, create: bool) -> Releases | Response:
+        """The scenario's releases. The one rule for a scenario `reef serve` does not know
+        (docs/api.md): a request with the main token creates it, empty, while
+        ``allow_implicit_scenario_creation`` is on; any other is a 404 naming the setting.
+        Only this write path creates; the release cache only reads."""
         try:
-            return await self.releases.releases(scenario, create=create)
+            try:
+                return await self.releases.releases(scenario)
+            except ScenarioNotFound:
+                if not create:
+                    raise ScenarioNotFound(
+                        f"unknown scenario {scenario!r}: reef serve creates a scenario on "
+                        "first use only for the main token with "
+                        "allow_implicit_scenario_creation on",
+                        f"check the name, or create it with `reef scenario create {scenario}`",
+                    ) from None
+                await asyncio.to_thread(scenarios.get_or_create, scenario)
+                log.info("created scenario %s for its first proxied request", scenario)
+                return await self.releases.releases(scenario)
         except InvalidName as exc:
             return error_response(dialect, 400, exc.one_line())
         except ScenarioNotFound as exc:

@@ -7,6 +7,9 @@ update-ref``, which writes a new file and renames it into place — a new inode 
 so the next request after a publish by any process (``reef serve`` itself, the CLI, a
 recipe) reloads the value before it answers. As a safety net for odd filesystems a value
 is also re-read in the background once it is ``ttl`` seconds old (at least 1 s).
+
+A read never creates anything: an unknown scenario is ``ScenarioNotFound``. Whether a
+proxied request may create one is the proxy's rule (``proxy.Proxy._release``).
 """
 
 from __future__ import annotations
@@ -16,13 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reef_cli.core import paths, scenarios
-from reef_cli.core.errors import ScenarioNotFound
-from reef_cli.core.fsutil import stat_key
-from reef_cli.core.scenarios import CHAIN_DIR
-
-CHAIN_REF = "refs/reef/chain"  # the same as core.releases.CHAIN_REF (which imports git)
-RefKey = tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]
+from reef_cli.core import scenarios
+from reef_cli.core.scenarios import ChainKey
 
 
 @dataclass(frozen=True)
@@ -55,37 +53,18 @@ class Releases:
         return number, None
 
 
-def load(scenario: str, create: bool = True) -> tuple[Releases, Path]:
-    """The scenario's served and latest release numbers; an unknown scenario is created
-    when ``create`` (the one place `reef serve` creates one for a request), else
-    ``ScenarioNotFound`` naming the setting."""
-    found = scenarios.get_or_create(scenario) if create else _existing(scenario)
-    chain = found.chain()
-    releases = chain.releases()
+def load(scenario: str) -> tuple[Releases, Path]:
+    """The scenario's served and latest release numbers; ``ScenarioNotFound`` if unknown."""
+    found = scenarios.get(scenario)
+    releases = found.chain().releases()
     served = next((r.number for r in reversed(releases) if r.meta.status == "live"), None)
     return Releases(served, releases[-1].number if releases else None), found.chain_dir
-
-
-def _existing(scenario: str) -> scenarios.Scenario:
-    try:
-        return scenarios.get(scenario)
-    except ScenarioNotFound:
-        raise ScenarioNotFound(
-            f"unknown scenario {scenario!r}: reef serve creates a scenario "
-            "on first use only for the main token with allow_implicit_scenario_creation on",
-            f"check the name, or create it with `reef scenario create {scenario}`",
-        ) from None
-
-
-def ref_key(chain_dir: Path) -> RefKey:
-    """Changes whenever the chain ref moves (cheap: two stats)."""
-    return (stat_key(chain_dir / CHAIN_REF), stat_key(chain_dir / "packed-refs"))
 
 
 @dataclass
 class _Entry:
     value: Releases
-    key: RefKey
+    key: ChainKey
     chain_dir: Path
     loaded_at: float
 
@@ -94,9 +73,7 @@ class ReleaseCache:
     def __init__(self, ttl: float = 2.0) -> None:
         self.ttl = max(ttl, 1.0)
         self._values: dict[str, _Entry] = {}
-        # keyed by (scenario, create): a load that may not create never answers for one
-        # that may, nor the reverse
-        self._loading: dict[tuple[str, bool], asyncio.Future[Releases]] = {}
+        self._loading: dict[str, asyncio.Future[Releases]] = {}
 
     def invalidate(self, scenario: str | None = None) -> None:
         if scenario is None:
@@ -108,29 +85,28 @@ class ReleaseCache:
         """The served release number of ``scenario``."""
         return (await self.releases(scenario)).served
 
-    async def releases(self, scenario: str, create: bool = True) -> Releases:
-        """``create``: an unknown scenario is created, else ``ScenarioNotFound``."""
+    async def releases(self, scenario: str) -> Releases:
+        """``ScenarioNotFound`` for an unknown scenario."""
         hit = self._values.get(scenario)
         if hit is not None:
-            if ref_key(hit.chain_dir) == hit.key:
-                refresh = (scenario, False)  # it exists: a refresh never re-creates it
-                if time.monotonic() - hit.loaded_at >= self.ttl and refresh not in self._loading:
-                    self._start_load(scenario, False).add_done_callback(_quiet)
+            if scenarios.chain_key(hit.chain_dir) == hit.key:
+                if time.monotonic() - hit.loaded_at >= self.ttl and scenario not in self._loading:
+                    self._start_load(scenario).add_done_callback(_quiet)
                 return hit.value
             self._values.pop(scenario, None)  # the chain moved: reload before answering
-        future = self._loading.get((scenario, create)) or self._start_load(scenario, create)
+        future = self._loading.get(scenario) or self._start_load(scenario)
         return await asyncio.shield(future)
 
-    def _start_load(self, scenario: str, create: bool) -> asyncio.Future[Releases]:
+    def _start_load(self, scenario: str) -> asyncio.Future[Releases]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Releases] = loop.create_future()
-        key = (scenario, create)
+        key = scenario
         self._loading[key] = future
 
         def read() -> _Entry:
-            chain_dir = paths.scenarios_dir() / scenario / CHAIN_DIR
-            key = ref_key(chain_dir)  # before reading: a publish meanwhile shows as a change
-            value, chain_dir = load(scenario, create)
+            # the key before reading: a publish meanwhile shows as a change
+            key = scenarios.chain_key(scenarios.chain_dir_of(scenario))
+            value, chain_dir = load(scenario)
             return _Entry(value, key, chain_dir, time.monotonic())
 
         async def run() -> None:

@@ -12,7 +12,7 @@ from reef_cli.core import tokens
 from reef_cli.core.errors import ServeError
 from reef_cli.core.jobs import JobRunner
 from reef_cli.server import log_redaction
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 
 
 def token_set(config: ServeConfig) -> tokens.TokenSet | None:

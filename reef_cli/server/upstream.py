@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 
 ANTHROPIC_VERSION = "2023-06-01"
 

@@ -22,7 +22,7 @@ from typing import Any
 from reef_cli.core.errors import ConfigError
 from reefd._torch import require
 from reefd.models import Loaded, param_map, prompt_ids, served_state_dict
-from reefd.recipes.base import Sample
+from reefd.weight_recipes.base import Sample
 
 MODES = ("lora", "full")
 ADAPTER = "default"

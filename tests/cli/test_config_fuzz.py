@@ -95,21 +95,21 @@ def _in_tmp(rel: str) -> Callable[[Path], Path]:
 
 
 def _serve_keys() -> tuple[str, ...]:
-    from reef_cli.server.config import ServeConfig
+    from reef_cli.server.serve_config import ServeConfig
 
     return tuple(k for k in ServeConfig.model_fields if k not in ("host", "open", "port"))
 
 
 # Every file Reef reads, found by grepping reef_cli, recipes, adapters, reefd and sandbox for
 # json.loads / tomllib / yaml.safe_load / read_json_object:
-#   config.toml (core/config.py), serve.yaml (server/config.py), token and tokens.json
+#   config.toml (core/config.py), serve.yaml (server/serve_config.py), token and tokens.json
 #   (core/tokens.py), scenarios/S/scenario.toml (core/scenarios.py), a task set's YAML and
 #   JSONL (recipes/tasks/loading.py), a tree's reef.toml and SKILL.md frontmatter (the
 #   persona-like files a tree holds; core/tree.py), the chain remote's git config
 #   (core/remotes.py), jobs/*.json (core/store/sqlite.py), scenarios/S/learning.json
 #   (core/learning_state.py), installs.json (core/installs.py), serve.json and serve.port
 #   (cli/serve_process.py), an agent folder's .reef/hook.json (adapters/_hook.py) and
-#   reefd.yaml (reefd/config.py; `reefd start` needs torch, so its loader is called here).
+#   reefd.yaml (reefd/daemon_config.py; `reefd start` needs torch, so its loader is called here).
 # Not listed: records.sqlite3 and records-journal/ (data, checked by the store and journal
 # tests), models/verified.json (a cache: damaged means re-verify), scenario policy files
 # (Reef has none: the policy screen is code, core/policy.py).
@@ -281,7 +281,7 @@ def test_file_fuzz(demo: Path, file: File, kind: str) -> None:
 def test_reefd_yaml_fuzz(tmp_path: Path) -> None:
     """``reefd start`` needs torch to reach its config; its loader gets the same inputs."""
     from reef_cli.core.errors import ConfigError
-    from reefd import config
+    from reefd import daemon_config as config
 
     path = tmp_path / "reefd.yaml"
     for kind, data in {**BYTES, "wrong-list": b"engine: [1]\n", "wrong-nan": b"a: .nan\n"}.items():

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from reef_cli.cli.main import app
 from reef_cli.core import scenarios
-from reef_cli.core.gate import Check
+from reef_cli.core.checks import Check
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import reef, reef_fails

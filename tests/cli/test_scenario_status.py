@@ -10,8 +10,8 @@ from reef_cli.core import jobs, scenarios
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.reports import ReportIn, save_report
 from reef_cli.core.store.sqlite import SQLiteStore
-from reef_cli.server.config import LearningConfig
 from reef_cli.server.learning import LiveLoop
+from reef_cli.server.serve_config import LearningConfig
 from tests.cli.helpers import reef, reef_fails, reef_json
 from tests.fakes.jobs import KeptJobs
 from tests.fakes.records import chat_answer, chat_record

@@ -59,7 +59,7 @@ def _seed(tmp: Path) -> Seeded:
     it (a pulled chain, a recipe, the proxy, a harvest, a hand edit): not through the CLI,
     which now refuses it."""
     from reef_cli.core import learning_state, scenarios, tokens
-    from reef_cli.core.gate import Check
+    from reef_cli.core.checks import Check
     from reef_cli.core.publishing import publish_files, republish
     from reef_cli.core.records import HarvestedSession
     from reef_cli.core.reports import parse_report, save_report
@@ -413,7 +413,7 @@ def test_api_refuses_control_characters_from_a_scoped_token(
 
     from reef_cli.core import scenarios, tokens
     from reef_cli.server.app import create_app
-    from reef_cli.server.config import ServeConfig
+    from reef_cli.server.serve_config import ServeConfig
     from tests.fakes.server_thread import ServerThread
 
     scoped = tokens.create_scoped("team", ["demo", "fresh"])

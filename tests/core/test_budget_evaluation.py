@@ -6,7 +6,7 @@ import pytest
 
 from reef_cli.core.budget import Budget
 from reef_cli.core.errors import BudgetExceeded
-from reef_cli.core.evaluation import Policy, bootstrap_lower, decide, sign_test_p
+from reef_cli.core.paired_rule import Policy, bootstrap_lower, decide, sign_test_p
 
 
 def test_call_budget_stops_before_the_extra_call() -> None:
@@ -84,7 +84,7 @@ def test_bootstrap_rule_and_min_effect() -> None:
 
 
 def test_intervals_are_reported_and_an_aa_comparison_contains_zero() -> None:
-    from reef_cli.core.evaluation import interval
+    from reef_cli.core.paired_rule import interval
 
     same = {f"t{i}": [0.1 * i] for i in range(8)}
     outcome = decide(same, same)

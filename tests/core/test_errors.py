@@ -59,7 +59,7 @@ def test_a_new_error_needs_no_table_to_reach_the_client() -> None:
     from fastapi.testclient import TestClient
 
     from reef_cli.server.app import create_app
-    from reef_cli.server.config import ServeConfig
+    from reef_cli.server.serve_config import ServeConfig
 
     class Teapot(ReefError):
         http_status = 418

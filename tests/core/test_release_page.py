@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from reef_cli.core import scenarios
+from reef_cli.core.checks import Check
 from reef_cli.core.errors import ReleaseNotFound
-from reef_cli.core.gate import Check
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.release_page import SECTIONS, render_page
 from reef_cli.core.store.sqlite import SQLiteStore

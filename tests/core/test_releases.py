@@ -8,7 +8,7 @@ import pytest
 from reef_cli.core import scenarios
 from reef_cli.core.errors import ChainCorrupt, GateBlocked, ReleaseNotFound
 from reef_cli.core.publishing import publish_files, republish, rollback
-from reef_cli.core.releases import CHAIN_REF
+from reef_cli.core.releases import CHAIN_REF, Release, ReleaseMeta
 from reef_cli.core.tree import starter_tree
 
 BASE = starter_tree().files()
@@ -159,3 +159,21 @@ def test_a_tag_lock_left_by_a_killed_publisher_does_not_lose_the_tag(chain) -> N
     r2 = chain.publish(tree_with(x="1\n"), reason="second")
     assert (tags / "r2").read_text().strip() == r2.commit
     assert not (tags / "r2.lock").exists()
+
+
+def test_a_release_shows_number_tag_commit_then_its_meta_less_the_number() -> None:
+    meta = ReleaseMeta(number=3, source="publish", content_hash="h", created_at="t")
+    assert list(Release(3, "c0ffee", meta, tag_prefix="w").to_json().items()) == [
+        ("number", 3),
+        ("tag", "w3"),
+        ("commit", "c0ffee"),
+        ("parent", None),
+        ("source", "publish"),
+        ("recipe", None),
+        ("reason", ""),
+        ("status", "live"),
+        ("points_to", None),
+        ("gate", {}),
+        ("content_hash", "h"),
+        ("created_at", "t"),
+    ]

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from reef_cli.core.checks import static_checks
 from reef_cli.core.errors import GateBlocked
-from reef_cli.core.gate import static_checks
 from reef_cli.core.secrets import Finding, scan_files, scan_text
 
 SEED = int(os.environ.get("REEF_SECRETS_SEED", "20250611"))

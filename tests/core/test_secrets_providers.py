@@ -15,7 +15,7 @@ import string
 
 import pytest
 
-from reef_cli.core.gate import static_checks
+from reef_cli.core.checks import static_checks
 from reef_cli.core.secrets import scan_text
 
 # One seeded generator and alphabet set for every fake key (REEF_SECRETS_SEED explores).

@@ -113,7 +113,7 @@ def fake_model() -> Iterator[FakeModel]:
 def reef_server(fake_model: FakeModel, reef_home: Path) -> Iterator[ReefServer]:
     from reef_cli.core.tokens import TokenSet
     from reef_cli.server.app import create_app
-    from reef_cli.server.config import ServeConfig
+    from reef_cli.server.serve_config import ServeConfig
 
     config = ServeConfig(
         upstream=fake_model.url + "/v1", upstream_dialect="openai", release_cache_seconds=0

@@ -250,7 +250,7 @@ class Runs:
         from reef_cli.core import scenarios
         from reef_cli.core.tokens import TokenSet
         from reef_cli.server.app import create_app
-        from reef_cli.server.config import ServeConfig
+        from reef_cli.server.serve_config import ServeConfig
         from tests.fakes.server_thread import ServerThread
 
         work = root / "work"
@@ -380,7 +380,7 @@ def test_run_headless_in_the_sandbox_sees_nothing_of_home(
     """The scripted model has the agent read a file in its work dir and one in the
     caller's HOME: the first comes back (the agent's tools work in the sandbox), the
     second does not (the caller's HOME is not there)."""
-    from recipes.trial import sandboxed
+    from recipes.engine.trial import sandboxed
 
     prof = profile(name)
     caller_home = tmp_path / "caller-home"

@@ -153,9 +153,9 @@ def test_headless_run_with_a_tool_call_is_recorded_and_harvested(
 def test_headless_run_in_reefs_sandbox_writes_its_work_dir(
     tmp_path: Path, fake_model: FakeModel, reef_server: ReefServer
 ) -> None:
-    """Under Reef's bwrap sandbox (``recipes.trial.sandboxed``) Codex's own sandbox is off:
+    """Under Reef's bwrap sandbox (``recipes.engine.trial.sandboxed``) Codex's own sandbox is off:
     the model's command still writes the work dir, and only `reef serve` is reached."""
-    from recipes.trial import sandboxed
+    from recipes.engine.trial import sandboxed
 
     fake_model.push(
         Turn(text="", tool_calls=[("exec_command", {"cmd": WRITE})]), Turn(text="Written.")

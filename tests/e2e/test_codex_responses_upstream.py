@@ -24,7 +24,7 @@ pytestmark = agent_rig.needs("codex", "the Codex CLI")
 def responses_stack(reef_home: Path) -> Iterator[tuple[FakeUpstream, ReefServer]]:
     from reef_cli.core.tokens import TokenSet
     from reef_cli.server.app import create_app
-    from reef_cli.server.config import ServeConfig
+    from reef_cli.server.serve_config import ServeConfig
 
     fake = FakeUpstream(default=Turn(text="Relayed answer."))
     with ServerThread(fake.app) as upstream:

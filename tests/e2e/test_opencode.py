@@ -170,7 +170,7 @@ def test_headless_run_in_reefs_sandbox_reads_an_installed_skill(
 ) -> None:
     """A trial's run: bwrap with only the gateway reachable; the skill the tree installs
     is readable inside it, and everything opencode keeps stays in the work dir."""
-    from recipes.trial import sandboxed
+    from recipes.engine.trial import sandboxed
 
     work = tmp_path / "work"
     work.mkdir()

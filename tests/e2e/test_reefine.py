@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from recipes import engine
-from reef_cli.core import agents, quality, scenarios
+from recipes.engine import quality
+from reef_cli.core import agents, scenarios
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.store.sqlite import SQLiteStore

@@ -381,7 +381,7 @@ def test_the_live_loop_lock_lets_one_replica_start_a_scenarios_job(
     from reef_cli.core import jobs
     from reef_cli.core.tokens import TokenSet
     from reef_cli.server.app import create_app
-    from reef_cli.server.config import LearningConfig, ServeConfig
+    from reef_cli.server.serve_config import LearningConfig, ServeConfig
     from tests.server.test_learning import Recording, first_release
 
     monkeypatch.setenv("REEF_DATABASE_URL", postgres_url)

@@ -7,12 +7,20 @@ import random
 import string
 
 from recipes import demos, engine
-from recipes.demos import SKILL_PATH, choose_demos, demos_of, select, skill_files, subsets
+from recipes.demos import (
+    SKILL_PATH,
+    Selection,
+    choose_demos,
+    demos_of,
+    select,
+    skill_files,
+    subsets,
+)
 from recipes.skillclaw.signals import Scored
 from recipes.tasks import DirectRunner
 from reef_cli.core import scenarios
+from reef_cli.core.checks import static_checks
 from reef_cli.core.evidence import WITHHELD, Feedback, SessionEvidence, Turn
-from reef_cli.core.gate import static_checks
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tree import starter_tree
@@ -189,3 +197,13 @@ def test_the_demos_option_turns_the_seed_off(model: Sums) -> None:
     )
     assert outcome.state == "rejected"
     assert outcome.evidence["gepa"]["start"] == "served" and "demos" not in outcome.evidence["gepa"]
+
+
+def test_a_selection_shows_everything_but_the_files() -> None:
+    assert list(Selection(None, ["s1"]).to_json().items()) == [
+        ("pool", ["s1"]),
+        ("baseline", None),
+        ("tried", []),
+        ("chosen", []),
+        ("score", None),
+    ]

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from recipes.engine.quality import asked_command_name
 from recipes.reefine.draft import kind_named_by
 from reef_cli.core.asks import AskRefused, check_ask
-from reef_cli.core.quality import asked_command_name
 
 ASKS: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).resolve().parents[2] / "bench" / "draft_asks.yaml").read_text()

@@ -18,7 +18,7 @@ from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import runner
 from tests.fakes.scripted import FOLLOWED, Scripted, draft_json
-from tests.recipes.test_engine import ASK, StandIn
+from tests.recipes.engine.test_engine import ASK, StandIn
 
 TEST_TASKS = 8
 

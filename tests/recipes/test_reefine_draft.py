@@ -4,11 +4,11 @@ import json
 
 import pytest
 
+from recipes.engine.quality import Written, check_written
 from recipes.reefine.draft import Draft, apply_draft, normalise
 from reef_cli.core.asks import AskRefused, check_ask, clarifying_questions
-from reef_cli.core.gate import static_checks
+from reef_cli.core.checks import static_checks
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.quality import Written, check_written
 from reef_cli.core.tree import parse_files, starter_tree
 from tests.fakes.scripted import Scripted
 
@@ -124,8 +124,8 @@ def test_the_kind_the_person_names_wins() -> None:
 def test_the_kind_and_command_name_come_from_the_ask(
     ask: str, kind: str | None, name: str | None
 ) -> None:
+    from recipes.engine.quality import asked_command_name
     from recipes.reefine.draft import kind_named_by
-    from reef_cli.core.quality import asked_command_name
 
     assert kind_named_by(ask) == kind
     assert asked_command_name(ask) == name

@@ -23,7 +23,7 @@ from reef_cli.core.release_page import render_page
 from reef_cli.core.tree import starter_tree
 from tests.fakes.scripted import Scripted, draft_json, follows, is_follow_request
 from tests.fakes.upstream import Turn
-from tests.recipes.test_engine import ASK, StandIn, client, releases
+from tests.recipes.engine.test_engine import ASK, StandIn, client, releases
 
 MARKER = "reef-e2e-7c1d"  # in the scripted draft's rule
 FOLLOWING = "I will first write a failing test that reproduces the bug, then fix the code."

@@ -19,7 +19,7 @@ from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.cli.helpers import runner
 from tests.fakes.scripted import FOLLOWED, Scripted, draft_json
-from tests.recipes.test_engine import ASK, StandIn, client, releases
+from tests.recipes.engine.test_engine import ASK, StandIn, client, releases
 
 BODY = (
     "Before fixing a bug, write a failing test that reproduces it (reef-e2e-7c1d). "

@@ -113,7 +113,7 @@ def test_an_unknown_recipe_names_the_registered_ones(dummy: Path) -> None:
 
 
 def test_post_reef_evolve_and_the_live_loop_run_it(dummy: Path, model: Sums, live) -> None:  # noqa: F811
-    from recipes.jobs import Worker
+    from recipes.engine.worker import Worker
 
     scenario_with_tasks("shop")
     scenario_with_tasks("team")

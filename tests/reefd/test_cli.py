@@ -54,7 +54,7 @@ def test_reef_and_reef_serve_work_without_torch() -> None:
         """
         import httpx
         from reef_cli.server.app import create_app
-        from reef_cli.server.config import ServeConfig
+        from reef_cli.server.serve_config import ServeConfig
         from tests.fakes.server_thread import ServerThread
         from tests.fakes.upstream import FakeUpstream
         fake = FakeUpstream()
@@ -105,7 +105,7 @@ def test_reefd_yaml_is_read_by_the_shared_loader(tmp_path: Path) -> None:
     line per bad file, a syntax error with its line, a rule about no one key without a
     ``'?'``, and relative paths still resolved against the file. Needs no torch."""
     from reef_cli.core.errors import ConfigError
-    from reefd import config
+    from reefd import daemon_config as config
 
     path = tmp_path / "reefd.yaml"
     cases = {

@@ -21,8 +21,8 @@ pytest.importorskip("transformers")
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.weight_version import INCONSISTENT
 from reefd import state
-from reefd.config import parse
-from reefd.daemon import Daemon
+from reefd.daemon import Daemon, Round
+from reefd.daemon_config import parse
 
 PRINTABLE = re.compile(r"^[ -~]")  # the reward: the answer starts with printable ASCII
 HELD_OUT = [f"held-out question {j}?" for j in range(8)]
@@ -331,3 +331,9 @@ def test_an_idle_round_reads_no_records_until_something_changes(
     assert d.flush_records()
     assert d.tick().state == "waiting" and len(calls) == 2  # a new record and report
     assert d.tick().samples == 1 and len(calls) == 2
+
+
+def test_a_round_leaves_out_its_empty_optional_fields_but_not_a_zero() -> None:
+    assert json.dumps(Round("waiting", at="t").to_json()) == (
+        '{"state": "waiting", "at": "t", "samples": 0}'
+    )

@@ -21,8 +21,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from reef_cli.core import embedded
-from reefd.config import parse
 from reefd.daemon import Daemon
+from reefd.daemon_config import parse
 
 pytestmark = pytest.mark.slow
 

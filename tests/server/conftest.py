@@ -10,7 +10,7 @@ import pytest
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tokens import ScopedToken, TokenSet, digest
 from reef_cli.server.app import create_app
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream
 

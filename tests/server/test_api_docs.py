@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from reef_cli.server.app import ReefApp, create_app
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\|\s*`(GET|POST|PUT|PATCH|DELETE) (/[^`\s?]*)")

@@ -26,8 +26,8 @@ import pytest
 
 from reef_cli.core import scenarios
 from reef_cli.server.app import create_app
-from reef_cli.server.config import ServeConfig
 from reef_cli.server.receipts import RECORD_HEADER
+from reef_cli.server.serve_config import ServeConfig
 from tests.fakes.jobs import KeptJobs
 from tests.server.conftest import LIMITED, TOKEN, Stack
 
@@ -119,6 +119,10 @@ CASES: dict[tuple[str, str], list[Send]] = {
         send("scenario in the body", json={"ask": "answer tersely", "scenario": "team-b"}),
         send("scenario in the header", json={"ask": "answer tersely"}, headers=on("team-b")),
         send("the default scenario", False, json={"ask": "answer tersely"}),
+    ],
+    ("POST", "/reef/quickstart"): [
+        send("scenario in the body", json={"scenario": "team-b"}),
+        send("the default scenario", json={}),
     ],
     ("POST", "/v1/chat/completions"): [
         send("header names team-b", json=CHAT, headers=on("team-b")),

@@ -103,7 +103,7 @@ def test_serve_refuses_open_non_loopback(home):
 
 
 def test_serve_config_file_and_aliases(home, tmp_path):
-    from reef_cli.server import config
+    from reef_cli.server import serve_config as config
 
     f = tmp_path / "serve.yaml"
     f.write_text(

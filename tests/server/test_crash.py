@@ -28,7 +28,7 @@ from tests.fakes.upstream import FakeUpstream, Turn
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = (
     "import sys\n"
-    "from reef_cli.server.config import ServeConfig\n"
+    "from reef_cli.server.serve_config import ServeConfig\n"
     "from reef_cli.server.run import serve\n"
     "serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2], upstream_dialect='openai',"
     " open=True), announce=lambda s: None)\n"

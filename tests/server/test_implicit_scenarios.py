@@ -16,7 +16,7 @@ import pytest
 
 from reef_cli.core import paths, scenarios
 from reef_cli.core.errors import ScenarioNotFound
-from reef_cli.server import config as serve_config
+from reef_cli.server import serve_config
 from reef_cli.server.release_cache import ReleaseCache
 from tests.server.conftest import LIMITED, ROUTE_BODIES, TOKEN
 
@@ -77,23 +77,25 @@ def test_a_scenario_token_never_creates(make_stack, allow):
     assert post(stack, "/v1/messages", {**SCOPED, "x-reef-scenario": "team-a"}).status_code == 200
 
 
-def test_the_release_cache_is_the_one_place_that_creates(home: Path):
-    """A load that may not create is never answered by one that may (nor the reverse),
-    and a background refresh never brings back a scenario deleted meanwhile."""
+def test_the_release_cache_only_reads(home: Path):
+    """Reading releases never creates a scenario, however many reads race, and a
+    background refresh never brings back a scenario deleted meanwhile: creating is the
+    proxy's one rule, on its write path."""
 
     async def run() -> None:
         cache = ReleaseCache(ttl=1.0)
         both = await asyncio.gather(
-            cache.releases("racy", create=False),
-            cache.releases("racy", create=True),
-            return_exceptions=True,
+            cache.releases("racy"), cache.releases("racy"), return_exceptions=True
         )
-        # whichever ran first, the one that may create has its answer
-        assert not isinstance(both[1], BaseException)
-        assert exists("racy")
-        with pytest.raises(ScenarioNotFound, match="allow_implicit_scenario_creation"):
-            await cache.releases("other", create=False)
-        assert not exists("other")
+        assert all(isinstance(one, ScenarioNotFound) for one in both)
+        assert not exists("racy")
+        scenarios.create("kept")
+        assert (await cache.releases("kept")).served is None
+        scenarios.delete("kept")
+        await asyncio.sleep(1.1)  # past the ttl: the next read refreshes in the background
+        await cache.releases("kept")
+        await asyncio.sleep(0.2)
+        assert not exists("kept")
 
     asyncio.run(run())
 

@@ -11,7 +11,7 @@ import pytest
 from reef_cli.core import jobs, scenarios
 from reef_cli.core.tokens import TokenSet
 from reef_cli.server.app import create_app
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 from tests.fakes.server_thread import ServerThread
 from tests.server.conftest import TOKEN
 
@@ -87,3 +87,33 @@ def test_a_bad_ask_is_refused_before_a_job_exists(home: Path, ask: str, needle: 
     assert response.status_code == 422 and needle in response.json()["error"]["message"]
     assert "sk-proj" not in response.text
     assert runner.jobs == [] and job_files(home) == []
+
+
+def test_quickstart_is_queued_as_a_job_of_the_quickstart_flow(home: Path) -> None:
+    """`POST /reef/quickstart` queues the same flow `reef quickstart` runs; a token for
+    every scenario may name a new one (the flow creates it), a scenario token may not."""
+    from reef_cli.core.tokens import ScopedToken, digest
+
+    runner = Recording()
+    limited = "reef_sk_" + "l" * 32
+    scoped = [ScopedToken("limited", digest(limited).hex(), ("quickstart", "fresh"))]
+    app = create_app(
+        ServeConfig(upstream="http://127.0.0.1:9/v1"), tokens=TokenSet(TOKEN, scoped), jobs=runner
+    )
+    with ServerThread(app) as server:
+        made = httpx.post(f"{server.url}/reef/quickstart", json={}, headers=AUTH)
+        assert made.status_code == 202, made.text
+        other = {"authorization": f"Bearer {limited}"}
+        refused = httpx.post(
+            f"{server.url}/reef/quickstart", json={"scenario": "fresh"}, headers=other
+        )
+        bad = httpx.post(f"{server.url}/reef/quickstart", json={"ask": " "}, headers=AUTH)
+        name = httpx.post(f"{server.url}/reef/quickstart", json={"scenario": "A B"}, headers=AUTH)
+    assert refused.status_code == 404 and "unknown scenario 'fresh'" in refused.text
+    assert bad.status_code == 422 and "empty" in bad.text
+    assert name.status_code == 400 and "kebab-case" in name.text
+    [job] = runner.jobs
+    assert (job.flow, job.scenario, job.recipe) == ("quickstart", "quickstart", "reefine")
+    assert job.ask is not None and job.ask.startswith("when I ask you to fix a bug")
+    assert made.json()["flow"] == "quickstart"
+    assert "fresh" not in [s.name for s in scenarios.list_all()]

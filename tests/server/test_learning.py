@@ -5,7 +5,7 @@ the job publishes is served to the next request with no restart.
 
 Stand-in runners (they record what they were handed, and end jobs the way a recipe
 would, through core's publishing) show the loop's rules; one test runs the real
-``recipes.jobs.Worker`` with the real GEPA recipe against a scripted model. Nothing here
+``recipes.engine.worker.Worker`` with the real GEPA recipe against a scripted model. Nothing here
 waits on time: tests poll with a generous deadline, or count the loop's polls.
 """
 
@@ -29,9 +29,9 @@ from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tokens import ScopedToken, TokenSet, digest
 from reef_cli.server import learning
 from reef_cli.server.app import create_app
-from reef_cli.server.config import LearningConfig, ServeConfig, build, load_file, with_recipe
 from reef_cli.server.learning import LiveLoop
 from reef_cli.server.receipts import RECORD_HEADER, RELEASE_HEADER
+from reef_cli.server.serve_config import LearningConfig, ServeConfig, build, load_file, with_recipe
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream
 from tests.server.conftest import LIMITED, TOKEN
@@ -560,12 +560,12 @@ def test_gepa_waits_for_the_scenario_task_set(live) -> None:
 def test_the_real_worker_runs_skillclaw_publishes_then_keeps_the_served_release(
     live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``recipes.jobs.Worker`` + the SkillClaw recipe, its model scripted by each call's
+    """``recipes.engine.worker.Worker`` + the SkillClaw recipe, its model scripted by each call's
     system prompt (tests/recipes/skillclaw). First batch: the decision creates a skill
     that wins the batch's replay tasks: r2, served to the next request with no restart.
     Second batch: the decision is "skip", rejected, r2 stays served. SkillClaw keeps its
     own mark; the loop only reads it."""
-    from recipes.jobs import Worker
+    from recipes.engine.worker import Worker
     from reef_cli.core.tree import starter_tree
     from tests.recipes.skillclaw.test_skillclaw import MARKER, Claw, decision
 
@@ -633,11 +633,11 @@ def test_the_real_worker_runs_skillclaw_publishes_then_keeps_the_served_release(
 def test_the_real_worker_runs_gepa_publishes_and_then_keeps_the_served_release(
     live, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``recipes.jobs.Worker`` + the GEPA recipe on the real gepa engine; the scripted
+    """``recipes.engine.worker.Worker`` + the GEPA recipe on the real gepa engine; the scripted
     model answers by content (tests/recipes/gepa). First run: GEPA finds the rule and
     publishes r2, served to the next request. Second run: nothing helps, rejected, r2
     stays served."""
-    from recipes.jobs import Worker
+    from recipes.engine.worker import Worker
     from tests.recipes.gepa.test_gepa import sums
     from tests.recipes.gepa_model import GOOD, USELESS, Sums
 

@@ -13,8 +13,8 @@ import pytest
 from reef_cli.core.tokens import ScopedToken, TokenSet, digest
 from reef_cli.server import log_redaction, run
 from reef_cli.server.app import create_app
-from reef_cli.server.config import ServeConfig
 from reef_cli.server.log_redaction import REDACTED, redact
+from reef_cli.server.serve_config import ServeConfig
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream
 from tests.server.conftest import LIMITED, TOKEN

@@ -102,7 +102,7 @@ def test_a_model_list_past_the_cap_is_refused(make_stack):
 
 
 def test_the_cap_is_a_serve_flag_and_a_serve_yaml_key(tmp_path):
-    from reef_cli.server import config
+    from reef_cli.server import serve_config as config
 
     path = tmp_path / "serve.yaml"
     path.write_text("max-answer-bytes: 4096\n")

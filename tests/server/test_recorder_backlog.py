@@ -140,7 +140,7 @@ def test_the_bound_is_a_serve_yaml_key_and_a_flag(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from reef_cli.cli.main import app
-    from reef_cli.server import config
+    from reef_cli.server import serve_config as config
 
     path = tmp_path / "serve.yaml"
     path.write_text("max-record-backlog-bytes: 4096\n")
@@ -156,7 +156,7 @@ def test_the_bound_is_a_serve_yaml_key_and_a_flag(tmp_path: Path) -> None:
 
 SERVE = (
     "import sys\n"
-    "from reef_cli.server.config import ServeConfig\n"
+    "from reef_cli.server.serve_config import ServeConfig\n"
     "from reef_cli.server.run import serve\n"
     "serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2], upstream_dialect='openai',"
     " open=True, max_record_backlog_bytes=int(sys.argv[3])), announce=lambda s: None)\n"

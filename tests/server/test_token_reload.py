@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 from reef_cli.cli.main import app as reef_app
 from reef_cli.core import tokens
 from reef_cli.server.app import create_app
-from reef_cli.server.config import ServeConfig
 from reef_cli.server.run import token_set
+from reef_cli.server.serve_config import ServeConfig
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream
 
@@ -124,7 +124,7 @@ def _free_port() -> int:
 
 SERVE = (
     "import sys\n"
-    "from reef_cli.server.config import ServeConfig\n"
+    "from reef_cli.server.serve_config import ServeConfig\n"
     "from reef_cli.server.run import serve\n"
     "serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2], upstream_dialect='openai'),"
     " announce=lambda s: None)\n"

@@ -15,7 +15,7 @@ from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.tokens import TokenSet
 from reef_cli.core.weight_version import INCONSISTENT, SPANNED_SWAP, WeightVersion
 from reef_cli.server.app import create_app
-from reef_cli.server.config import ServeConfig
+from reef_cli.server.serve_config import ServeConfig
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.upstream import FakeUpstream, Turn
 from tests.server.conftest import TOKEN

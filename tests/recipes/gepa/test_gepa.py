@@ -362,10 +362,10 @@ def app_() -> Any:
 
 
 def test_a_gepa_job_on_a_scenario_without_tasks_is_rejected_with_the_reason() -> None:
-    from recipes.jobs import Worker
+    from recipes.engine.worker import Worker
     from reef_cli.core.tokens import TokenSet
     from reef_cli.server.app import create_app
-    from reef_cli.server.config import ServeConfig
+    from reef_cli.server.serve_config import ServeConfig
 
     token = "reef_test_token_0123456789"
     demo("team")

@@ -30,9 +30,9 @@ from recipes.tasks import scoring
 from reef_cli.core import plugins, scenarios
 from reef_cli.core.budget import Budget
 from reef_cli.core.errors import OptionInvalid
-from reef_cli.core.evaluation import sign_test_minimum
 from reef_cli.core.evidence import Mark, SessionEvidence, Turn
 from reef_cli.core.llm import ModelClient
+from reef_cli.core.paired_rule import sign_test_minimum
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.records import HarvestedSession
 from reef_cli.core.store.sqlite import SQLiteStore

@@ -36,7 +36,7 @@ def test_stats_rate() -> None:
 def test_reefd_yaml_names_the_modes_the_table_builds() -> None:
     from typing import get_args
 
-    from reefd.config import SyncConfig
+    from reefd.daemon_config import SyncConfig
     from reefd.sync.factory import MODES
 
     assert get_args(SyncConfig.model_fields["mode"].annotation) == MODES

@@ -17,9 +17,9 @@ import torch
 
 from reef_cli.core.errors import ConfigError
 from reefd import models
-from reefd.recipes.base import Sample
 from reefd.trainers import torch_trainer
 from reefd.trainers.torch_trainer import TorchTrainer, ppo_loss
+from reefd.weight_recipes.base import Sample
 
 # --- the loss, by hand ------------------------------------------------------------------
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from recipes.engine.gate import evaluate_weights, gate_record
 from recipes.tasks.model import Task, TaskSet
 from reef_cli.core.errors import EngineError
-from reefd.gate import evaluate_weights, gate_record
 
 RIGHT = {f"t{i}": str(i * 3) for i in range(6)}
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reef_cli.core.errors import GateBlocked, TreeError
+from reef_cli.core.json_shape import field_dict
 from reef_cli.core.tree import HarnessTree, Limits, parse_files
 
 
@@ -23,12 +24,7 @@ class Check:
     findings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "status": self.status}
-        if self.detail:
-            out["detail"] = self.detail
-        if self.findings:
-            out["findings"] = self.findings
-        return out
+        return field_dict(self, drop_empty=True)
 
 
 @dataclass

@@ -12,14 +12,14 @@ import random
 
 import pytest
 
-from recipes.eval_releases import evaluate_releases, held_out, parse_releases
 from recipes.tasks import DirectRunner, Task, TaskRun, TaskSet, evaluate
+from recipes.tasks.eval_releases import evaluate_releases, held_out, parse_releases
 from recipes.tasks.evaluation import run_side
 from reef_cli.core import scenarios
 from reef_cli.core.budget import Budget
 from reef_cli.core.errors import ReleaseNotFound, TaskSetError
-from reef_cli.core.evaluation import decide
 from reef_cli.core.llm import ModelClient
+from reef_cli.core.paired_rule import decide
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
 from tests.fakes.scripted import Scripted

@@ -8,9 +8,9 @@ import pytest
 
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.weight_version import SPANNED_SWAP
-from reefd.recipes import recipe_named
-from reefd.recipes.sao import SAO, sao_advantages
-from tests.reefd.recipes.records import SCENARIO, at, put, score
+from reefd.weight_recipes import recipe_named
+from reefd.weight_recipes.sao import SAO, sao_advantages
+from tests.reefd.weight_recipes.records import SCENARIO, at, put, score
 
 
 @pytest.fixture

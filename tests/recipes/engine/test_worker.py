@@ -1,4 +1,4 @@
-"""``recipes.jobs.Worker``: every evolution job runs in a child process of its own, below
+"""``recipes.engine.worker.Worker``: every evolution job runs in a child process of its own, below
 the server's CPU priority, so nothing a job does with untrusted text can hold the serving
 process's GIL; stopping the worker (or the server, by SIGTERM or SIGKILL) stops the job's
 whole process group, and a job whose process died is marked failed, never left running.
@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from recipes.jobs import INTERRUPTED, NICE, Worker
+from recipes.engine.worker import INTERRUPTED, NICE, Worker
 from reef_cli.core import jobs, scenarios, tokens
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
@@ -51,7 +51,7 @@ def _nice(pid: int) -> int:
 
 
 def _job_processes(job_id: str) -> list[int]:
-    """Live processes running this job (`python -m recipes.jobs JOB_ID …`)."""
+    """Live processes running this job (`python -m recipes.engine.worker JOB_ID …`)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -60,7 +60,7 @@ def _job_processes(job_id: str) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"recipes.jobs" in argv and job_id.encode() in argv and _alive(int(entry.name)):
+        if b"recipes.engine.worker" in argv and job_id.encode() in argv and _alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -194,3 +194,41 @@ def test_a_stopped_or_killed_reef_serve_takes_its_running_job_with_it(
     if signum == signal.SIGTERM:
         ended = jobs.get(job_id)
         assert (ended.state, ended.message) == ("failed", INTERRUPTED)
+
+
+def test_a_quickstart_job_runs_the_quickstart_flow(
+    scripted: Scripted, monkeypatch: pytest.MonkeyPatch, reef_home: Path
+) -> None:
+    """The job the API queues takes `reef quickstart`'s steps: the scenario is created
+    with the starter tree, pi gets it in its isolated folder, Reefine runs on the ask
+    (here the model drafts junk twice, so the gate refuses and nothing more is
+    published), and the job's outcome says what was installed where."""
+    from recipes.engine.worker import run_job
+    from reef_cli.core import paths
+
+    monkeypatch.setenv("REEF_MODEL", "openai/scripted")
+    monkeypatch.setenv("REEF_API_BASE", scripted.api_base)
+    from reef_cli.core.asks import QUICKSTART_ASK
+
+    junk = draft_json(
+        name="tips",
+        description="Helpful tips #coding #tips",
+        body="Visit {{url}} for more. #coding #tips",
+        why="Because #123456#",
+    )
+    scripted.push(junk, junk)
+    job = jobs.create("qs", jobs.QUICKSTART_RECIPE, QUICKSTART_ASK, flow="quickstart")
+    ended = run_job(job)
+    assert ended.state == "rejected", ended.message
+    assert ended.outcome["quickstart"] == {
+        "scenario": "qs",
+        "agent": "pi",
+        "installed": 1,
+        "where": str(paths.agent_dir("pi", "qs")),
+        "after": None,
+    }
+    chain = scenarios.get("qs").chain()
+    latest = chain.latest()
+    assert latest is not None and latest.number == 1  # the starter tree only
+    assert (paths.agent_dir("pi", "qs") / "AGENTS.md").is_file()
+    assert jobs.get(job.id).state == "rejected"

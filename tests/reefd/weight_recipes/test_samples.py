@@ -13,7 +13,7 @@ from reef_cli.core.errors import ConfigError
 from reef_cli.core.records import Record
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server import assemble
-from tests.reefd.recipes.records import SCENARIO, answer, chat, put
+from tests.reefd.weight_recipes.records import SCENARIO, answer, chat, put
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},
@@ -70,7 +70,7 @@ def _record(request: dict[str, Any], response: Any, *, stream: bool) -> Record:
 
 
 def test_a_streamed_record_retokenizes_to_the_engines_ids(engine: str, tokenizer: Any) -> None:
-    from reefd.recipes.samples import engine_tokens, retokenize, tokens_of
+    from reefd.weight_recipes.samples import engine_tokens, retokenize, tokens_of
 
     body = {"model": "tiny", "messages": MESSAGES, "max_tokens": 6, "temperature": 0}
     plain = httpx.post(f"{engine}/v1/chat/completions", json=body, timeout=30).json()
@@ -100,7 +100,7 @@ def test_a_streamed_record_retokenizes_to_the_engines_ids(engine: str, tokenizer
 
 def test_an_answer_that_stopped_ends_with_the_end_of_turn_token(tokenizer: Any) -> None:
     from reefd import models
-    from reefd.recipes.samples import retokenize
+    from reefd.weight_recipes.samples import retokenize
 
     stopped = _record(chat(MESSAGES, stream=True), answer("hi"), stream=True)
     cut = _record(chat(MESSAGES, stream=True), answer("hi", finish="length"), stream=True)
@@ -111,7 +111,7 @@ def test_an_answer_that_stopped_ends_with_the_end_of_turn_token(tokenizer: Any) 
 
 
 def test_records_that_cannot_be_tokens(tokenizer: Any) -> None:
-    from reefd.recipes.samples import engine_tokens, response_text, retokenize, tokens_of
+    from reefd.weight_recipes.samples import engine_tokens, response_text, retokenize, tokens_of
 
     store = SQLiteStore()
     empty = put(store, reply="")

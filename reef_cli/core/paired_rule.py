@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reef_cli.core.gate import Check
+from reef_cli.core.checks import Check
+from reef_cli.core.json_shape import field_dict
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Outcome:
         return check
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "numbers": self.numbers}
+        return field_dict(self)
 
 
 Scores = Mapping[str, Sequence[float | None]]  # task id -> one score per repeat

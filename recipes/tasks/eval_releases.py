@@ -4,7 +4,7 @@ Each named release runs every test task ``repeats`` times through the same ``run
 the gate uses. Per release: the mean over tasks (a task's score is the mean of its
 repeats) with a 95% bootstrap interval, how many tasks and runs, how many runs had no
 score (an outage) and the lenient measure where tasks name one. Every release after the
-first is then compared with the first by ``core.evaluation.decide`` — the gate's own rule
+first is then compared with the first by ``core.paired_rule.decide`` — the gate's own rule
 on the same paired scores, policy and seed — so a number here is the number the gate
 would have printed. A release may be named twice (``1,1``): each entry runs on its own,
 so the comparison is an A/A test of the evaluator's noise.
@@ -25,8 +25,8 @@ from recipes.tasks.runners import parallelism
 from reef_cli.core import config
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.errors import ReleaseNotFound, TaskSetError
-from reef_cli.core.evaluation import decide, interval
 from reef_cli.core.llm import ModelClient
+from reef_cli.core.paired_rule import decide, interval
 from reef_cli.core.scenarios import Scenario
 
 SPLIT = "test"

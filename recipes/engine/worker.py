@@ -1,6 +1,6 @@
 """The background worker `reef serve` runs evolution jobs on: one job at a time (the
 embedded model is one model), each a call into ``recipes.engine.evolve`` in a child
-process of its own (``python -m recipes.jobs JOB_ID``).
+process of its own (``python -m recipes.engine.worker JOB_ID``).
 
 Why a process: a job runs untrusted text through pure-Python work — the credential scan
 of every recorded turn, the quality checks, GEPA's bookkeeping — and a regex holds the
@@ -27,9 +27,12 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Any
 
 from recipes import engine, tasks
+from recipes.engine import quickstart
 from reef_cli.core import jobs, scenarios
+from reef_cli.core.scenarios import Scenario
 
 NICE = 10  # the child's CPU priority below the server's: serving answers first
 STOP_GRACE_S = 5.0  # how long a stopped child may take to end before it is killed
@@ -44,9 +47,7 @@ class Worker:
         self._stopping = threading.Event()
 
     def start(self) -> None:
-        for job in jobs.interrupted():
-            job.state, job.message = "failed", INTERRUPTED
-            jobs.save(job)
+        jobs.fail_interrupted(INTERRUPTED)
         self._stopping.clear()
         self._thread = threading.Thread(target=self._loop, name="reef-jobs", daemon=True)
         self._thread.start()
@@ -78,19 +79,19 @@ class Worker:
             self._run_in_child(job_id)
 
     def _run_in_child(self, job_id: str) -> None:
-        command = [sys.executable, "-m", "recipes.jobs", job_id, str(os.getpid())]
+        command = [sys.executable, "-m", "recipes.engine.worker", job_id, str(os.getpid())]
         try:
             self._child = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, start_new_session=True
             )
         except OSError as exc:
-            _settle(job_id, f"could not start the job's process: {exc.strerror}")
+            jobs.fail_if_active(job_id, f"could not start the job's process: {exc.strerror}")
             return
         code = self._child.wait()
         self._child = None
         if code != 0:
             why = INTERRUPTED if self._stopping.is_set() else _ended(code)
-            _settle(job_id, why)
+            jobs.fail_if_active(job_id, why)
 
 
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -104,46 +105,31 @@ def _ended(code: int) -> str:
     return f"the job's process ended (exit {code}) before it finished"
 
 
-def _settle(job_id: str, message: str) -> None:
-    """Mark a job its child left active as failed (a settled one is left as it is)."""
-    try:
-        job = jobs.get(job_id)
-    except jobs.JobNotFound:
-        return
-    if job.state in jobs.ACTIVE:
-        job.state, job.message = "failed", message
-        job.progress = {"message": "failed", "fraction": 1.0}
-        jobs.save(job)
-
-
 def run_job(job: jobs.Job) -> jobs.Job:
-    job.state = "running"
-    jobs.save(job)
+    """Run ``job`` through the engine (in the job's child process): its recipe, or the
+    quickstart flow around a Reefine run."""
 
-    def progress(message: str, fraction: float | None = None) -> None:
-        job.progress = {"message": message, "fraction": fraction}
-        jobs.save(job)
-
-    try:
-        scenario = scenarios.get(job.scenario)
-        outcome = engine.evolve(
-            engine.EvolveRequest(
-                scenario=scenario,
-                recipe=job.recipe,
-                ask=job.ask,
-                adapter=job.adapter or "pi",
-                tasks=tasks.for_scenario(scenario),
-                recipe_options=job.options,
-                publish="review" if job.publish == "review" else "auto",
-                progress=progress,
+    def work(progress: jobs.Progress) -> dict[str, Any]:
+        def evolve(scenario: Scenario) -> engine.Outcome:
+            return engine.evolve(
+                engine.EvolveRequest(
+                    scenario=scenario,
+                    recipe=job.recipe,
+                    ask=job.ask,
+                    adapter=job.adapter or "pi",
+                    tasks=tasks.for_scenario(scenario),
+                    recipe_options=job.options,
+                    publish="review" if job.publish == "review" else "auto",
+                    progress=progress,
+                )
             )
-        )
-        job.state, job.message, job.release = outcome.state, outcome.message, outcome.release
-        job.outcome = outcome.to_json()
-    except Exception as exc:  # a job must end with a state, whatever went wrong
-        job.state, job.message = "failed", f"{type(exc).__name__}: {exc}"[:500]
-    job.progress = {"message": job.state, "fraction": 1.0}
-    return jobs.save(job)
+
+        if job.flow == "quickstart":
+            done = quickstart.run(job.scenario, job.ask or "", evolve=evolve)
+            return {**done.outcome.to_json(), "quickstart": done.to_json()}
+        return evolve(scenarios.get(job.scenario)).to_json()
+
+    return jobs.execute(job, work)
 
 
 def _die_with(parent: int) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reef_cli.core.store import Store
-from reefd.recipes.eligibility import Counts
+from reefd.weight_recipes.eligibility import Counts
 
 
 @dataclass

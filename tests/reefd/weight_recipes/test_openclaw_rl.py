@@ -13,10 +13,10 @@ from reef_cli.core.budget import Budget
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.records import Record
 from reef_cli.core.store.sqlite import SQLiteStore
-from reefd.recipes import recipe_named
-from reefd.recipes.openclaw_rl import OpenClawRL, majority, next_state, turn_pairs
+from reefd.weight_recipes import recipe_named
+from reefd.weight_recipes.openclaw_rl import OpenClawRL, majority, next_state, turn_pairs
 from tests.fakes.scripted import Scripted
-from tests.reefd.recipes.records import SCENARIO, at, put
+from tests.reefd.weight_recipes.records import SCENARIO, at, put
 
 
 def vote(score: int) -> str:

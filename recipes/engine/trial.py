@@ -34,15 +34,15 @@ from recipes.base import Candidate
 from recipes.tasks import Task, TaskRun, grade
 from reef_cli.core import tools
 from reef_cli.core.budget import Budget
+from reef_cli.core.checks import Check
 from reef_cli.core.errors import BudgetExceeded
-from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient, endpoint_for
 from reef_cli.core.records import Record
 from reef_cli.core.secrets import scan_text
 from reef_cli.core.tokens import TokenSet
 from reef_cli.server.app import ReefApp, create_app
-from reef_cli.server.config import ServeConfig
 from reef_cli.server.embedded_upstream import create_embedded_app
+from reef_cli.server.serve_config import ServeConfig
 from reef_cli.server.thread import ServerThread
 
 TRIAL_TIMEOUT = 600.0

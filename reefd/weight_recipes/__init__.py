@@ -14,8 +14,8 @@ from reef_cli.core.errors import ConfigError
 
 # name -> "module:class"
 RECIPES: dict[str, str] = {
-    "sao": "reefd.recipes.sao:SAO",
-    "openclaw_rl": "reefd.recipes.openclaw_rl:OpenClawRL",
+    "sao": "reefd.weight_recipes.sao:SAO",
+    "openclaw_rl": "reefd.weight_recipes.openclaw_rl:OpenClawRL",
 }
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from reef_cli.core.reports import list_reports
 from reef_cli.core.store import Store
-from reefd.recipes.base import Batch, Sample
-from reefd.recipes.eligibility import eligible, settled
-from reefd.recipes.samples import tokens_of
+from reefd.weight_recipes.base import Batch, Sample
+from reefd.weight_recipes.eligibility import eligible, settled
+from reefd.weight_recipes.samples import tokens_of
 
 
 def sao_advantages(

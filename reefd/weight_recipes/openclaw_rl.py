@@ -22,9 +22,9 @@ from reef_cli.core.errors import ModelError
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.records import Record
 from reef_cli.core.store import Store
-from reefd.recipes.base import Batch, Sample
-from reefd.recipes.eligibility import eligible, settled
-from reefd.recipes.samples import request_messages, response_text, tokens_of
+from reefd.weight_recipes.base import Batch, Sample
+from reefd.weight_recipes.eligibility import eligible, settled
+from reefd.weight_recipes.samples import request_messages, response_text, tokens_of
 
 JUDGE_SYSTEM = (
     "You judge one reply of an AI assistant by what happened next. You see the conversation "

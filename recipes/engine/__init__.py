@@ -8,16 +8,11 @@ never a win), ``stopped`` (a budget ran out) or ``failed`` (the model or the san
 could not do the work). Whatever the end, the chain holds either one complete new
 release or nothing new.
 
-The quality gate (``reef_cli.core.quality``) runs here for every recipe, on the text its
-candidate's changes hold: the deterministic checks, then — when they pass — the judge, all
-before the trial. A candidate that fails is proposed once more with the reasons as
-feedback when the recipe has ``revise(ctx, candidate, reasons) -> [Candidate]``; if that
-fails too the job ends ``rejected``. After the trial the agent's answer is held to the
-ask the same way (a deterministic minimum, then the judge). A recipe with
-``follow(ctx, candidate, judge) -> (Check, evidence)`` (Reefine) is then asked whether
-its change is followed, not only loaded; a ``follow`` check that does not pass ends the
-job before the evaluation. A judge that gives no valid answer ends the job ``invalid``:
-an outage is never a pass.
+The gate (``gate.py``, entry ``gate.decide``) judges the candidate: static checks,
+quality, the trial, paired evaluation, then publish. This package is everything that runs
+a recipe and is not one: this module (the evolve path: the job's model client, budget and
+runners), ``gate.py`` and its ``quality.py``, ``trial.py`` (the agent in the sandbox)
+and ``worker.py`` (``reef serve``'s job worker, one child process per job).
 """
 
 from __future__ import annotations
@@ -28,36 +23,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
-from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet, evaluate
-from recipes.tasks.runners import ANSWER_TOKENS, parallelism
-from reef_cli.core import config, plugins, quality
+from recipes.engine import quality
+from recipes.engine.gate import Gated, Outcome, QualityGate, decide
+from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet
+from recipes.tasks.runners import ANSWER_TOKENS
+from reef_cli.core import config, plugins
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
+from reef_cli.core.checks import Check
 from reef_cli.core.config import Settings
 from reef_cli.core.errors import BudgetInvalid, ReefError, TaskSetError
-from reef_cli.core.evaluation import sign_test_minimum
-from reef_cli.core.gate import Check, Verdict
 from reef_cli.core.llm import ModelClient
-from reef_cli.core.publishing import gate_files, publish_files
+from reef_cli.core.paired_rule import sign_test_minimum
 from reef_cli.core.scenarios import Scenario
 from reef_cli.core.tree import HarnessTree
-
-
-@dataclass
-class Outcome:
-    state: str  # published | pending | unchanged | rejected | invalid | stopped | failed
-    message: str
-    release: int | None = None
-    verdict: dict[str, Any] = field(default_factory=dict)
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "message": self.message,
-            "release": self.release,
-            "verdict": self.verdict,
-            "evidence": self.evidence,
-        }
 
 
 def recipe_named(name: str, options: dict[str, Any] | None = None) -> Recipe:
@@ -70,7 +48,7 @@ def recipe_named(name: str, options: dict[str, Any] | None = None) -> Recipe:
 
 class Runner(Protocol):
     """Runs the agent for the gate: a candidate's trial, and one task on one tree.
-    ``recipes.trial.AgentRunner`` is the real one; tests may pass their own."""
+    ``recipes.engine.trial.AgentRunner`` is the real one; tests may pass their own."""
 
     def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]: ...
 
@@ -160,7 +138,7 @@ def runners(
     tasks when the task set names no other runner; ``runner: direct`` answers each task
     with one model call and needs no agent (nor a sandbox) unless a trial does."""
     import adapters
-    from recipes.trial import AgentRunner
+    from recipes.engine.trial import AgentRunner
 
     task_runner_name = (tasks.runner if tasks else None) or adapter
     direct = DirectRunner(
@@ -352,7 +330,7 @@ def run(
                     judge=gate.judge,
                     max_tokens=held_out.answer_tokens or ANSWER_TOKENS,
                 )
-            outcome = _judge(
+            outcome = decide(
                 scenario,
                 recipe,
                 candidate,
@@ -368,246 +346,3 @@ def run(
     except ReefError as exc:  # e.g. the mark could not be written: say so, keep the end
         outcome.message += f" (the recipe could not record it: {exc.one_line()})"
     return outcome
-
-
-@dataclass
-class Gated:
-    """How a candidate is judged: its trial, its tasks and where it is published."""
-
-    runner: Runner | None
-    task_runner: TaskRunner | None
-    held_out: TaskSet | None
-    extra: dict[str, Any]
-    gate: QualityGate
-    publish: Literal["auto", "review"] = "auto"
-    split: str = "test"  # test: the task set's held-out split; replay: the recipe's own
-
-
-@dataclass
-class QualityGate:
-    """The quality checks on model-written text and on the trial's answer."""
-
-    judge: ModelClient
-    threshold: float
-
-    def draft(self, candidate: Candidate, ask: str | None = None) -> list[Check]:
-        """Deterministic checks on every changed file's text; the judge when they pass.
-        With no ask (a search recipe such as GEPA) only the ask-free checks run — no
-        debris, no template junk — and the held-out evaluation is the judge."""
-        if ask is None:
-            return self._unasked(candidate)
-        ask = candidate.reason
-        checks: list[Check] = []
-        texts: list[quality.Written] = []
-        for change in candidate.changes:
-            if change.path not in candidate.files:
-                continue  # a removal: no text was written
-            text = quality.written_of(
-                candidate.files, change.kind, change.name, change.path, change.why
-            )
-            texts.append(text)
-            checks += quality.check_written(ask, text)
-        if texts and not quality.failures(checks):
-            shown = "\n\n".join(
-                f"Kind: {t.kind} {t.name}\nDescription: {t.description}\n{t.body}" for t in texts
-            )
-            checks.append(
-                quality.judge(
-                    self.judge,
-                    ask,
-                    f"The change ({len(texts)} file(s)):",
-                    shown,
-                    name="judge-draft",
-                    threshold=self.threshold,
-                )
-            )
-        return checks
-
-    def _unasked(self, candidate: Candidate) -> list[Check]:
-        checks: list[Check] = []
-        for change in candidate.changes:
-            if change.path not in candidate.files:
-                continue
-            text = quality.written_of(
-                candidate.files, change.kind, change.name, change.path, change.why
-            )
-            junk = quality.debris_in(text.body, "", code=change.kind == "extension")
-            checks.append(
-                Check(
-                    "quality-debris",
-                    "failed" if junk else "passed",
-                    f"{change.path}: " + ("; ".join(junk) or "0 found"),
-                )
-            )
-        return checks
-
-    def answer(self, candidate: Candidate, trial: dict[str, Any]) -> list[Check]:
-        """The trial's answer follows the ask: the deterministic minimum, then the judge."""
-        answer = str(trial.get("answer_excerpt") or trial.get("answer") or "")
-        probe = candidate.probe or ""
-        checks = [quality.check_answer(candidate.reason, answer, probe)]
-        if checks[0].status == "passed":
-            checks.append(
-                quality.judge(
-                    self.judge,
-                    candidate.reason,
-                    f"The agent's answer to {probe[:300]!r}, with the change installed:",
-                    answer,
-                    name="judge-answer",
-                    threshold=self.threshold,
-                )
-            )
-        return checks
-
-
-def _stop_on(
-    checks: list[Check], what: str, evidence: dict[str, Any], verdict: list[Check]
-) -> Outcome | None:
-    """The job's end when ``checks`` did not all pass: ``invalid`` if a judge gave no
-    verdict, else ``rejected`` with the reasons; None when they passed."""
-    invalid = [c for c in checks if c.status == "invalid"]
-    reasons = quality.failures(checks)
-    if not reasons:
-        return None
-    state = "invalid" if invalid else "rejected"
-    return Outcome(
-        state,
-        f"{what}: {'; '.join(reasons[:3])}; nothing published",
-        verdict={"checks": [c.to_json() for c in verdict]},
-        evidence=evidence,
-    )
-
-
-def _judge(
-    scenario: Scenario, recipe: Recipe, candidate: Candidate, ctx: Context, how: Gated
-) -> Outcome:
-    progress, budget, model = ctx.progress, ctx.budget, ctx.model
-    runner, task_runner, held_out, extra, gate = (
-        how.runner,
-        how.task_runner,
-        how.held_out,
-        how.extra,
-        how.gate,
-    )
-    progress("gate: validating the tree and scanning for secrets", 0.35)
-    # Once per candidate, with the configured limits, before any trial spends budget.
-    gated: Verdict = gate_files(candidate.files)
-    gated.raise_if_blocked()  # -> GateBlocked: names rule and file:line, never a value
-    progress("gate: checking the text the model wrote", 0.4)
-    checks = gate.draft(candidate, ctx.ask)
-    attempts = [[c.to_json() for c in checks]]
-    judged_out = any(c.status == "invalid" for c in checks)  # an outage is not redrafted
-    if quality.failures(checks) and not judged_out:
-        revised = recipe.revise(ctx, candidate, quality.failures(checks))
-        if revised:
-            candidate = revised[0]
-            gated = gate_files(candidate.files)
-            gated.raise_if_blocked()
-            checks = gate.draft(candidate, ctx.ask)
-            attempts.append([c.to_json() for c in checks])
-    evidence: dict[str, Any] = {
-        **candidate.evidence,
-        **ctx.notes,
-        **extra,
-        "changes": [change.__dict__ for change in candidate.changes],
-        "model": model.describe(),
-        "judge": {"model": gate.judge.describe(), "threshold": gate.threshold},
-        "quality": {"drafts": len(attempts), "attempts": attempts},
-    }
-    drafts = "1 draft" if len(attempts) == 1 else f"{len(attempts)} drafts"
-    stopped = _stop_on(
-        checks, f"the quality gate rejected the change ({drafts})", evidence, gated.checks + checks
-    )
-    if stopped is not None:
-        evidence["budget"] = budget.to_json()
-        return stopped
-    if runner is not None:
-        ended = _trial(candidate, runner, gate, progress, budget, evidence, gated, checks)
-        if ended is not None:
-            return ended
-    follow = getattr(recipe, "follow", None)  # Reefine: is the change followed? (optional)
-    if follow is not None:
-        check, evidence["follow"] = follow(ctx, candidate, gate.judge)
-        checks.append(check)
-        stopped = _stop_on([check], "the change is not followed", evidence, gated.checks + checks)
-        if stopped is not None:
-            evidence["budget"] = budget.to_json()
-            return stopped
-    if held_out is not None and task_runner is not None:
-        progress(f"evaluation: {len(held_out.tasks)} held-out task(s), both trees", 0.55)
-        result = evaluate(
-            candidate.files,
-            ctx.incumbent,
-            held_out,
-            task_runner.run_task,
-            progress,
-            incumbent_release=ctx.incumbent_release,
-            workers=parallelism(task_runner),
-        )
-        checks.append(result.as_check())
-        evidence["evaluation"] = {**result.to_json(), "split": how.split}
-        if result.status != "passed":
-            state = "invalid" if result.status == "invalid" else "rejected"
-            evidence["budget"] = budget.to_json()
-            return Outcome(
-                state,
-                f"evaluation {result.status}: {result.reason}",
-                verdict={"checks": [c.to_json() for c in gated.checks + checks]},
-                evidence=evidence,
-            )
-    evidence["budget"] = budget.to_json()
-    checks.append(
-        Check("budget", "passed", f"{budget.calls} model call(s), {budget.tokens} tokens")
-    )
-    progress("publishing", 0.9)
-    release, final = publish_files(
-        scenario,
-        candidate.files,
-        gated=gated,
-        reason=candidate.reason,
-        source=f"recipe:{recipe.name}",
-        recipe=recipe.name,
-        extra=evidence,
-        extra_checks=checks,
-        hold="review" if how.publish == "review" else None,
-    )
-    state = "pending" if release.meta.status == "pending" else "published"
-    summary = "; ".join(change.summary for change in candidate.changes)
-    return Outcome(state, summary, release.number, final.to_json(), evidence)
-
-
-def _trial(
-    candidate: Candidate,
-    runner: Runner,
-    gate: QualityGate,
-    progress: Progress,
-    budget: Any,
-    evidence: dict[str, Any],
-    gated: Verdict,
-    checks: list[Check],
-) -> Outcome | None:
-    """The agent's trial and its answer's checks; the job's end if they did not pass."""
-    progress("trial: running the agent with the change, in the sandbox", 0.45)
-    check, trial_evidence = runner.trial(candidate)
-    budget.check_time()
-    checks.append(check)
-    evidence["trial"] = trial_evidence
-    if check.status != "passed":
-        return Outcome(
-            "rejected",
-            f"trial failed: {check.detail}; nothing published",
-            verdict={"checks": [c.to_json() for c in gated.checks + checks]},
-            evidence=evidence,
-        )
-    progress("trial: does the answer follow the ask?", 0.5)
-    answered = gate.answer(candidate, trial_evidence)
-    checks += answered
-    stopped = _stop_on(
-        answered,
-        "trial failed: the change loaded but the answer does not follow the ask",
-        evidence,
-        gated.checks + checks,
-    )
-    if stopped is not None:
-        evidence["budget"] = budget.to_json()
-    return stopped

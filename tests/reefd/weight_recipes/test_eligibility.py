@@ -7,8 +7,8 @@ import pytest
 from reef_cli.core.errors import ConfigError
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.core.weight_version import INCONSISTENT, SPANNED_SWAP
-from reefd.recipes.eligibility import Counts, eligible, number
-from tests.reefd.recipes.records import SCENARIO, at, put
+from reefd.weight_recipes.eligibility import Counts, eligible, number
+from tests.reefd.weight_recipes.records import SCENARIO, at, put
 
 
 def test_number() -> None:

@@ -21,7 +21,7 @@ from recipes.base import Candidate
 from recipes.tasks import Task, TaskRun, TaskSet, evaluate
 from reef_cli.core import scenarios
 from reef_cli.core.budget import Budget
-from reef_cli.core.gate import Check
+from reef_cli.core.checks import Check
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree

@@ -1,12 +1,10 @@
-"""The quality gate's checks on model-written text (reef_cli.core.quality)."""
+"""The quality gate's checks on model-written text (recipes.engine.quality)."""
 
 from __future__ import annotations
 
 import pytest
 
-from reef_cli.core.budget import Budget
-from reef_cli.core.llm import ModelClient
-from reef_cli.core.quality import (
+from recipes.engine.quality import (
     Written,
     actionable_sentences,
     check_answer,
@@ -17,6 +15,8 @@ from reef_cli.core.quality import (
     negations_of,
     stem,
 )
+from reef_cli.core.budget import Budget
+from reef_cli.core.llm import ModelClient
 from tests.fakes.scripted import Scripted
 
 ASK = "when I ask you to fix a bug, reproduce it with a failing test first"
@@ -228,7 +228,7 @@ def test_what_the_ask_itself_holds_is_not_debris() -> None:
 
 
 def test_stems_match_by_prefix_and_the_asks_framing_is_no_key_term() -> None:
-    from reef_cli.core.quality import coverage
+    from recipes.engine.quality import coverage
 
     hits, total, need, _ = coverage("be better about docs", "Update the documentation now.")
     assert (hits, total, need) == (1, 2, 1)

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from reef_cli.core.checks import Check
 from reef_cli.core.errors import ModelError
 from reef_cli.core.frontmatter import split_frontmatter
-from reef_cli.core.gate import Check
 from reef_cli.core.llm import ModelClient
 
 DEFAULT_THRESHOLD = 0.6
