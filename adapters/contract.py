@@ -61,6 +61,10 @@ class Session:
     turns: list[Turn] = field(default_factory=list)
     skills_used: list[str] = field(default_factory=list)
     receipts: list[str] = field(default_factory=list)
+    # the session its model calls were recorded under (what `reef sessions` joins on):
+    # the ``x-reef-session`` they carried, or the agent's own id where the agent sends it
+    # as its session header (Claude Code); None: not known
+    reef_session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict

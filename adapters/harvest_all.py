@@ -159,14 +159,11 @@ def bad_lines(path: Path) -> int:
 
 def to_row(session: Session) -> HarvestedSession:
     turns = [asdict(t) for t in session.turns]
-    record_session = getattr(session, "reef_session_id", None) or (
-        session.session_id if session.agent == "claude-code" else None
-    )
     return HarvestedSession(
         agent=session.agent,
         session_id=session.session_id,
         path=session.path,
-        record_session_id=record_session,
+        record_session_id=session.reef_session_id,
         cwd=session.cwd,
         started_at=session.started_at,
         ended_at=session.ended_at,

@@ -47,7 +47,8 @@ def _text_of(content: Any) -> str:
 
 def parse_transcript(path: Path) -> Session:
     """One transcript file -> a ``Session`` (turns in order, tool calls, skills, model)."""
-    session = Session(agent=AGENT, session_id=path.stem, path=str(path))
+    # Claude Code sends its session id as X-Claude-Code-Session-Id: the records' session
+    session = Session(agent=AGENT, session_id=path.stem, path=str(path), reef_session_id=path.stem)
     stamps: list[str] = []
     models: Counter[str] = Counter()
     by_message: dict[str, Turn] = {}

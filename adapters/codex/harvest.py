@@ -32,7 +32,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -47,13 +46,6 @@ _INJECTED_TAG = re.compile(r"^<(skill|skills_instructions|turn_aborted|user_shel
 _FILE_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 _SKILL_BLOCK = re.compile(r"^\s*<skill>\s*<name>([^<]+)</name>")
 _SKILL_READ = re.compile(r"skills/([^/\s\"']+)/SKILL\.md")
-
-
-@dataclass
-class CodexSession(Session):
-    """A Codex session; ``reef_session_id`` is the ``x-reef-session`` its requests carried."""
-
-    reef_session_id: str | None = None
 
 
 def _entries(path: Path) -> Iterator[dict[str, Any]]:
@@ -125,12 +117,12 @@ def _skills_in(item: dict[str, Any]) -> list[str]:
     return found
 
 
-def parse_rollout(path: Path) -> CodexSession:
+def parse_rollout(path: Path) -> Session:
     """One rollout file -> a ``Session``: turns in order, tool calls, the model, and the
     skills used (injected for a ``$name`` mention, or read by the model's tool calls)."""
     match = _FILE_ID.search(path.stem)
     sid = match.group(1) if match else path.stem
-    session = CodexSession(agent=AGENT, session_id=sid, path=str(path))
+    session = Session(agent=AGENT, session_id=sid, path=str(path))
     stamps: list[str] = []
     models: Counter[str] = Counter()
     model: str | None = None
@@ -208,7 +200,7 @@ def _named_session(request: Any) -> str | None:
 
 
 def receipts_by_session(
-    sessions: list[CodexSession], store: Any = None, scenario: str | None = None
+    sessions: list[Session], store: Any = None, scenario: str | None = None
 ) -> dict[str, list[tuple[str, str | None]]]:
     """``(record id, Reef session id)`` per Codex session id, oldest first: one pass over
     the records made since the oldest session started (``scenario``'s only, when given)."""
@@ -236,7 +228,7 @@ def harvest(
     *,
     scenario: str | None = None,
     store: Any = None,
-) -> list[CodexSession]:
+) -> list[Session]:
     """Sessions under ``codex_home`` active since ``since``, oldest first, with receipts."""
     sessions = _harvest.active_since(rollout_files(codex_home), parse_rollout, since)
     links = receipts_by_session(sessions, store, scenario)

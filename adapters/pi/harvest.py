@@ -26,9 +26,8 @@ _SKILL_BLOCK = re.compile(r'<skill name="([^"]+)"')
 
 @dataclass
 class PiSession(Session):
-    """A pi session; ``reef_session_id`` is the ``x-reef-session`` its requests carried."""
+    """A pi session (``reef_session_id``: the ``x-reef-session`` its requests carried)."""
 
-    reef_session_id: str | None = None
     version: int | None = None
 
 
