@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from reef_cli.core import policy
 from reef_cli.core.errors import AskRefused
 
 __all__ = [
@@ -39,6 +38,8 @@ def check_ask(ask: str) -> str:
             "say it in a sentence or two; put long material in a skill file and publish it",
         )
     check_outgoing("ask", text)
+    from reef_cli.core import policy  # its patterns compile on import: not at `reef --help`
+
     violations = policy.scan_text(text, "ask")
     if violations:
         raise AskRefused(
@@ -64,10 +65,9 @@ def check_outgoing(what: str, text: str) -> None:
         )
 
 
-_ACTION = re.compile(
+_ACTION = (  # searched with ``re``'s cache: compiled on first use, not at `reef --help`
     r"\b(?:always|never|when|whenever|before|after|use|prefer|avoid|write|run|add|keep|make|"
-    r"check|ask|reproduce|test|explain|review|follow|do|don't|should|must|please)\b",
-    re.IGNORECASE,
+    r"check|ask|reproduce|test|explain|review|follow|do|don't|should|must|please)\b"
 )
 
 
@@ -75,7 +75,7 @@ def clarifying_questions(ask: str) -> list[str]:
     """Up to two questions when an ask is too vague to act on (asked unless --yes)."""
     questions = []
     words = ask.split()
-    if len(words) < 4 or not _ACTION.search(ask):
+    if len(words) < 4 or not re.search(_ACTION, ask, re.IGNORECASE):
         questions.append("What should the agent do differently? (one sentence, e.g. 'always …')")
     if not re.search(r"\b(?:when|whenever|if|before|after|always|every)\b", ask, re.IGNORECASE):
         questions.append("When should this apply? (e.g. 'when I ask for a bug fix'; empty: always)")
