@@ -7,6 +7,7 @@ from pathlib import Path
 
 PAGE = Path(__file__).resolve().parents[1] / "CONTRIBUTING.md"
 _EXAMPLE = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.S)
+_EDIT = re.compile(r"<!-- edit: (\S+), (in|above) (\w+) -->\n```\w*\n(.*?)```", re.S)
 
 
 def examples(prefix: str) -> dict[str, str]:
@@ -14,6 +15,13 @@ def examples(prefix: str) -> dict[str, str]:
     fenced block), by path."""
     found = dict(_EXAMPLE.findall(PAGE.read_text()))
     return {path: body for path, body in found.items() if path.startswith(prefix)}
+
+
+def edits() -> list[tuple[str, str, str, str]]:
+    """The edits the page shows to Reef's own files (a ``<!-- edit: PATH, in NAME -->`` or
+    ``<!-- edit: PATH, above NAME -->`` line, then a fenced block): (path, ``in`` or
+    ``above``, the class or table named, the lines), in page order."""
+    return _EDIT.findall(PAGE.read_text())
 
 
 def install(site: Path, prefix: str, distribution: str) -> None:

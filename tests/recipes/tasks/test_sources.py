@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import socket
@@ -40,6 +41,22 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def prompts(tasks: TaskSet, split: Split) -> set[str]:
     return {t.prompt for t in tasks.split(split)}
+
+
+def test_the_table_is_read_without_the_task_format() -> None:
+    """`reef tasks make --help` names the sources from ``SOURCES``: importing it, and the
+    package's front, costs no pydantic or yaml; the front's names come on first use."""
+    probe = (
+        "import sys, recipes.tasks.sources; print(sorted({'pydantic', 'yaml'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+    import recipes.tasks as front
+
+    assert set(front._HOME) == set(front.__all__)
+    for name in front.__all__:
+        home = importlib.import_module(f"recipes.tasks.{front._HOME[name]}")
+        assert getattr(front, name) is getattr(home, name)
 
 
 @needs_rg
