@@ -43,7 +43,7 @@ def load_asks(path: Path, limit: int | None) -> list[dict[str, Any]]:
 
 def junk_in_release(ask: str, scenario: Any, outcome: Any) -> list[str]:
     """Deterministic quality failures of what a published release wrote (empty: kept)."""
-    from recipes.engine import quality
+    from recipes import quality
 
     chain = scenario.chain()
     files = chain.files(chain.get(outcome.release))

@@ -18,8 +18,9 @@ sandbox and reefd. The rule for what is an edge:
   only of them is an annotation naming a class, not a dependency (its ``else:`` counts);
 - ``import a.b.c`` and ``from a.b import c`` (``c`` a module) are edges to ``a.b.c``;
   ``from a.b import name`` (not a module) and ``import a.b`` are edges to the package
-  ``a.b`` (its ``__init__``). The ``__init__`` files of parent packages, which Python
-  runs on the way, are not edges: every module would otherwise depend on each of them.
+  ``a.b`` (its ``__init__``). The ``__init__`` files of the parent packages, which
+  Python runs on the way, are edges too (``from a.b.c import x`` runs ``a.b``'s), save
+  the packages the importer is itself inside: those are already loading when it runs.
 """
 
 from __future__ import annotations
@@ -170,8 +171,18 @@ def import_graph(files: list[tuple[Path, str]]) -> dict[str, set[str]]:
                     target = target.rpartition(".")[0]
                 if target:
                     targets.append(target)
-            graph[module].update(t for t in targets if t != module)
+            # importing a.b.c first runs the packages a and a.b (their __init__), save the
+            # ones the importer is inside: those are already loading when it runs
+            own = _parents(module)
+            parents = {p for t in targets for p in _parents(t) if p in known and p not in own}
+            graph[module].update(t for t in [*targets, *parents] if t != module)
     return graph
+
+
+def _parents(module: str) -> list[str]:
+    """The packages ``module`` is inside, outermost first: a.b.c -> [a, a.b]."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -320,3 +331,28 @@ def test_strongly_connected_finds_each_component_once() -> None:
     assert found == [["a", "b", "c"], ["d", "e"]]
     chain = {str(n): {str(n + 1)} for n in range(5000)} | {"5000": set()}  # no recursion limit
     assert all(len(component) == 1 for component in strongly_connected(chain))
+
+
+def test_importing_a_submodule_runs_its_packages_init(tmp_path: Path) -> None:
+    """`from top.engine.quality import X` runs `top/engine/__init__.py` first: when that
+    __init__ leads back to the importer, it is a circle (the one `recipes.tasks.scoring`
+    and an engine package's __init__ made), though no line names the package. A module
+    importing a sibling inside its own package adds no such edge: its package is already
+    loading."""
+    files = _package(
+        tmp_path,
+        {
+            "top": "",
+            "top.engine": "from top.tasks import run\n",
+            "top.engine.quality": "X = 1\n",
+            "top.tasks": "from top.tasks.scoring import run\n",
+            "top.tasks.scoring": "from top.engine.quality import X\nfrom top.tasks import other\n",
+            "top.tasks.other": "",
+        },
+    )
+    assert circles(files) == [
+        "top.engine -> top.tasks -> top.tasks.scoring -> top.engine"
+        "   (component: top.engine, top.tasks, top.tasks.scoring)"
+    ]
+    (tmp_path / "top" / "engine" / "__init__.py").write_text("")
+    assert circles(files) == []

@@ -11,7 +11,7 @@ release or nothing new.
 The gate (``gate.py``, entry ``gate.decide``) judges the candidate: static checks,
 quality, the trial, paired evaluation, then publish. This package is everything that runs
 a recipe and is not one: this module (the evolve path: the job's model client, budget and
-runners), ``gate.py`` and its ``quality.py``, ``trial.py`` (the agent in the sandbox)
+runners), ``gate.py`` (with ``recipes.quality``), ``trial.py`` (the agent in the sandbox)
 and ``worker.py`` (``reef serve``'s job worker, one child process per job).
 """
 
@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from recipes import quality
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
-from recipes.engine import quality
 from recipes.engine.gate import Gated, Outcome, QualityGate, decide
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet
 from recipes.tasks.runners import ANSWER_TOKENS

@@ -6,8 +6,9 @@ the first that fails ends the job (``Outcome``), with every check kept in the ve
 1. static checks (``reef_cli.core.checks.static_checks`` through
    ``publishing.gate_files``): tree rules, the credential scan, the policy scan — the
    part every publish runs, a hand publish too, so it lives in core;
-2. quality (``quality.py``): deterministic checks on the text the model wrote, then the
-   judge; a failing candidate is proposed once more with the reasons (``revise``);
+2. quality (``recipes.quality``, shared with the recipes and the task scorers' judge):
+   deterministic checks on the text the model wrote, then the judge; a failing
+   candidate is proposed once more with the reasons (``revise``);
 3. the trial (``trial.py``): the agent in the sandbox with the change, and its answer
    held to the ask; a recipe's ``follow`` (Reefine: is the change followed?);
 4. paired evaluation on held-out tasks (``recipes.tasks.evaluation``), decided by
@@ -29,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from recipes import quality
 from recipes.base import Candidate, Context, Progress, Recipe
-from recipes.engine import quality
 from recipes.tasks import TaskRunner, TaskSet, evaluate
 from recipes.tasks.evaluation import Scores, run_side
 from recipes.tasks.model import Split, Task

@@ -4,7 +4,7 @@ Small models (the embedded 135M one) need few-shot examples — one for every ki
 constrained JSON; they also drift off topic. So the model's draft is validated and
 normalised here: the kind and the command name the person's words give win over the
 model's choice, names are kebab-case and lengths bounded. Whether the text is one a person
-would keep is the quality gate's question (``recipes.engine.quality``, run by the engine):
+would keep is the quality gate's question (``recipes.quality``, run by the engine):
 a draft that fails it is drafted once more with the reasons (``draft_change(feedback=…)``).
 """
 
@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from recipes.base import Change
-from recipes.engine.quality import asked_command_name
+from recipes.quality import asked_command_name
 from reef_cli.core.frontmatter import with_frontmatter
 from reef_cli.core.llm import ModelClient
 from reef_cli.core.names import MAX_NAME

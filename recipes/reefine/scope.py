@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from recipes.engine.quality import actionable_sentences
+from recipes.quality import actionable_sentences
 from recipes.reefine.draft import Draft
 from reef_cli.core.errors import GateBlocked
 

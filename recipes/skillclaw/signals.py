@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from recipes.engine.quality import Judgement
+from recipes.quality import Judgement
 from recipes.skillclaw.guard import clean
 from reef_cli.core.errors import ModelError
 from reef_cli.core.evidence import WITHHELD, SessionEvidence, Turn

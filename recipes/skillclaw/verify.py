@@ -12,7 +12,7 @@ the threshold or gives no verdict (an outage is never a pass).
 
 from __future__ import annotations
 
-from recipes.engine.quality import Judgement, debris_in
+from recipes.quality import Judgement, debris_in
 from recipes.skillclaw.decide import Edit, session_lines
 from recipes.skillclaw.guard import clean, holds_credential
 from recipes.skillclaw.merge import guidance, keeps_items, lost_lines

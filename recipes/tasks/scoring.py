@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from recipes.engine.quality import Judgement
+from recipes.quality import Judgement
 from recipes.tasks.model import Scorer, Task
 from reef_cli.core.errors import ExtraMissing, ModelError
 from reef_cli.core.llm import ModelClient

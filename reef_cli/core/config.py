@@ -200,7 +200,7 @@ def describe() -> list[dict[str, Any]]:
         origin = "env" if name in env_data else "file" if name in file_data else "default"
         value = getattr(settings, name)
         if name == "database_url" and value:
-            from reef_cli.core.store.url import shown_url
+            from reef_cli.core.store_url import shown_url
 
             value = shown_url(value)  # never print the password
         rows.append(

@@ -193,7 +193,8 @@ def _serve(
     # switch interval keeps it from holding up a response for the default 5 ms.
     sys.setswitchinterval(0.0002)
 
-    from reef_cli.core.store import database_url, url
+    from reef_cli.core import store_url as url
+    from reef_cli.core.store import database_url
     from reef_cli.server.app import create_app
 
     accepted = token_set(config)

@@ -238,7 +238,7 @@ def test_tree_parses_the_same_text_the_same_way(text: str) -> None:
 
 @pytest.mark.parametrize("text", SAME)
 def test_quality_parses_the_same_text_the_same_way(text: str) -> None:
-    from recipes.engine import quality
+    from recipes import quality
 
     written = quality.written_of({"commands/c.md": text}, "command", "c", "commands/c.md", "w")
     body = split_frontmatter(text, "commands/c.md")[1]
@@ -246,7 +246,7 @@ def test_quality_parses_the_same_text_the_same_way(text: str) -> None:
 
 
 def test_quality_reads_no_frontmatter_in_an_extension() -> None:
-    from recipes.engine import quality
+    from recipes import quality
 
     source = "---\nnot yaml: [\n---\nexport default {}\n"
     written = quality.written_of(

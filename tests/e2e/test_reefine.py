@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import engine
-from recipes.engine import quality
+from recipes import engine, quality
 from reef_cli.core import agents, scenarios
 from reef_cli.core.budget import BudgetLimits
 from reef_cli.core.publishing import publish_files

@@ -31,9 +31,9 @@ def judgement(score: float = 0.9, reason: str = "It does what the request asks."
 
 
 def is_judge_request(body: dict[str, Any]) -> bool:
-    """A quality-gate judge call (``recipes.engine.quality.judge``), told apart by its
+    """A quality-gate judge call (``recipes.quality.judge``), told apart by its
     system prompt, so tests script it apart from the draft and the agent's calls."""
-    from recipes.engine.quality import JUDGE_SYSTEM
+    from recipes.quality import JUDGE_SYSTEM
 
     messages = body.get("messages") or []
     first = messages[0] if messages and isinstance(messages[0], dict) else {}

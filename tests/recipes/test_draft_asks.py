@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from recipes.engine.quality import asked_command_name
+from recipes.quality import asked_command_name
 from recipes.reefine.draft import kind_named_by
 from reef_cli.core.asks import AskRefused, check_ask
 

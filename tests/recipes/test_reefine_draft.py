@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from recipes.engine.quality import Written, check_written
+from recipes.quality import Written, check_written
 from recipes.reefine.draft import Draft, apply_draft, normalise
 from reef_cli.core.asks import AskRefused, check_ask, clarifying_questions
 from reef_cli.core.checks import static_checks
@@ -124,7 +124,7 @@ def test_the_kind_the_person_names_wins() -> None:
 def test_the_kind_and_command_name_come_from_the_ask(
     ask: str, kind: str | None, name: str | None
 ) -> None:
-    from recipes.engine.quality import asked_command_name
+    from recipes.quality import asked_command_name
     from recipes.reefine.draft import kind_named_by
 
     assert kind_named_by(ask) == kind

@@ -29,7 +29,7 @@ from reef_cli.core.store.base import (
     ScenarioSize,
     Store,
 )
-from reef_cli.core.store.url import (
+from reef_cli.core.store_url import (
     ENV,
     POSTGRES_SCHEMES,
     postgres_problem,

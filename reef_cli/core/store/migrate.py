@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from reef_cli.core.errors import ConfigError, StateError
 from reef_cli.core.records import Record, state_rank
 from reef_cli.core.store.base import Store
-from reef_cli.core.store.url import POSTGRES_SCHEMES, scheme_of, shown_url, sqlite_path
+from reef_cli.core.store_url import POSTGRES_SCHEMES, scheme_of, shown_url, sqlite_path
 
 BATCH = 1000  # records per transaction: a resumed copy redoes at most this many
 KINDS = ("records", "reports", "harvested", "jobs", "marks")

@@ -27,7 +27,7 @@ from reef_cli.core.records import now_iso
 from reef_cli.core.store import schema
 from reef_cli.core.store.base import JOURNAL_DIR_NAME, DatabaseUnreachable
 from reef_cli.core.store.sql import Row, SQLStore
-from reef_cli.core.store.url import password_of, shown_url
+from reef_cli.core.store_url import password_of, shown_url
 
 _MIGRATION_LOCK = 0x52454546  # "REEF": one migrator at a time across replicas
 _SQL: dict[str, str] = {}

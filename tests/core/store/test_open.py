@@ -11,7 +11,7 @@ import pytest
 from reef_cli.core.store import DatabaseUnreachable, DatabaseURLInvalid, open_store
 from reef_cli.core.store.postgres import PostgresStore
 from reef_cli.core.store.sqlite import SQLiteStore
-from reef_cli.core.store.url import shown_url
+from reef_cli.core.store_url import shown_url
 from tests.fakes.postgres import free_port
 
 

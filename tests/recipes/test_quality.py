@@ -1,10 +1,10 @@
-"""The quality gate's checks on model-written text (recipes.engine.quality)."""
+"""The quality gate's checks on model-written text (recipes.quality)."""
 
 from __future__ import annotations
 
 import pytest
 
-from recipes.engine.quality import (
+from recipes.quality import (
     Written,
     actionable_sentences,
     check_answer,
@@ -228,7 +228,7 @@ def test_what_the_ask_itself_holds_is_not_debris() -> None:
 
 
 def test_stems_match_by_prefix_and_the_asks_framing_is_no_key_term() -> None:
-    from recipes.engine.quality import coverage
+    from recipes.quality import coverage
 
     hits, total, need, _ = coverage("be better about docs", "Update the documentation now.")
     assert (hits, total, need) == (1, 2, 1)
