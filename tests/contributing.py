@@ -17,11 +17,13 @@ def examples(prefix: str) -> dict[str, str]:
     return {path: body for path, body in found.items() if path.startswith(prefix)}
 
 
-def edits() -> list[tuple[str, str, str, str]]:
-    """The edits the page shows to Reef's own files (a ``<!-- edit: PATH, in NAME -->`` or
-    ``<!-- edit: PATH, above NAME -->`` line, then a fenced block): (path, ``in`` or
-    ``above``, the class or table named, the lines), in page order."""
-    return _EDIT.findall(PAGE.read_text())
+def edits(prefix: str) -> list[tuple[str, str, str, str]]:
+    """The edits the page shows to Reef's own files under ``prefix`` (a ``<!-- edit: PATH,
+    in NAME -->`` or ``<!-- edit: PATH, above NAME -->`` line, then a fenced block): (path,
+    ``in`` or ``above``, the class or table named, the lines), in page order (the
+    scorer's are under ``recipes/``, the store's under ``reef_cli/core/store/``)."""
+    found = _EDIT.findall(PAGE.read_text())
+    return [edit for edit in found if edit[0].startswith(prefix)]
 
 
 def install(site: Path, prefix: str, distribution: str) -> None:

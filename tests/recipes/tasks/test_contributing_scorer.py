@@ -73,7 +73,7 @@ def patched(tmp_path: Path) -> dict[str, str]:
     shutil.copytree(
         REEF / "recipes", site / "recipes", ignore=shutil.ignore_patterns("__pycache__")
     )
-    shown = edits()
+    shown = edits("recipes/")
     assert {(path, where, name) for path, where, name, _ in shown} == {
         ("recipes/tasks/model.py", "in", "Scorer"),
         ("recipes/tasks/scoring.py", "above", "SCORING"),
