@@ -9,7 +9,7 @@ take the same steps.
 3. the new release installed for pi — unless it holds extension code and waits for a
    person's review (``pending``), or nothing was published.
 
-The caller shows the steps (``say``) and the diff (``Quickstart.diff``).
+The caller shows the steps (``say(step, line)``) and the diff (``Quickstart.diff``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def run(
     ask: str,
     *,
     evolve: Callable[[Scenario], Outcome],
-    say: Callable[[str], None] = lambda line: None,
+    say: Callable[[int, str], None] = lambda step, line: None,
 ) -> Quickstart:
     """Take the three steps; ``evolve`` runs step 2 (Reefine on ``ask``) for the scenario."""
     from adapters._install import install_release
@@ -77,18 +77,19 @@ def run(
     target = paths.agent_dir(AGENT, scenario_name)
     routing = Routing(f"http://{settings.serve_host}:{settings.serve_port}", scenario_name)
     installed, where = install_release(AGENT, scenario_name, routing, "served", target)
-    say(f"1. scenario {scenario_name}: r{installed.number} installed for {AGENT} in {where}")
-    say(f"2. reef-{AGENT} evolve {ask!r}")
+    say(1, f"scenario {scenario_name}: r{installed.number} installed for {AGENT} in {where}")
+    say(2, f"reef-{AGENT} evolve {ask!r}")
     done = Quickstart(scenario, installed.number, str(where), evolve(scenario))
     outcome = done.outcome
     if outcome.state == "published" and outcome.release is not None:
         install_release(AGENT, scenario_name, routing, "latest", target)
         done.after = outcome.release
-        say(f"3. installed r{outcome.release} for {AGENT}")
+        say(3, f"installed r{outcome.release} for {AGENT}")
     elif outcome.state == "pending":  # extension code: a person reviews it before it installs
         say(
-            f"3. r{outcome.release} is pending review (it holds extension code): read it "
+            3,
+            f"r{outcome.release} is pending review (it holds extension code): read it "
             f"with `reef harness show {outcome.release} -s {scenario_name}`, then "
-            f"`reef harness promote {outcome.release} -s {scenario_name}`"
+            f"`reef harness promote {outcome.release} -s {scenario_name}`",
         )
     return done

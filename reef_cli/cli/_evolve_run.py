@@ -121,9 +121,8 @@ def run_quickstart(scenario_name: str, ask: str) -> engine.Outcome:
 
     out = console()
 
-    def say(line: str) -> None:
-        step, _, rest = line.partition(". ")
-        out.print(f"[bold]{step}.[/] {markup(rest)}")
+    def say(step: int, line: str) -> None:
+        out.print(f"[bold]{step}.[/] {markup(line)}")
 
     def evolve(scenario: Scenario) -> engine.Outcome:
         out.print(f"   (model: {markup(describe_model())})")

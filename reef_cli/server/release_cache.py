@@ -100,8 +100,7 @@ class ReleaseCache:
     def _start_load(self, scenario: str) -> asyncio.Future[Releases]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Releases] = loop.create_future()
-        key = scenario
-        self._loading[key] = future
+        self._loading[scenario] = future
 
         def read() -> _Entry:
             # the key before reading: a publish meanwhile shows as a change
@@ -117,7 +116,7 @@ class ReleaseCache:
             except BaseException as exc:
                 future.set_exception(exc)
             finally:
-                self._loading.pop(key, None)
+                self._loading.pop(scenario, None)
 
         task = loop.create_task(run())
         task.add_done_callback(_quiet)
