@@ -2,7 +2,7 @@
 """What `reef serve` adds on top of a model server, measured side by side in one run.
 
     .venv/bin/python bench/proxy_overhead.py [--duration 5] [--litellm PATH | --no-litellm]
-        [--variants journal-off,no-record,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
+        [--variants journal-off,no-record,no-metrics,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
         [-c serve.yaml | --no-live-loop] [--no-responses] [--no-postgres | --stores]
 
 Starts a fast scripted upstream (uvicorn + bare Starlette: answers at once, 20 SSE chunks
@@ -29,7 +29,8 @@ when streaming), then measures, with wrk as the load generator:
               against reef serve on SQLite (--no-postgres leaves it out; --stores runs only
               direct, bare relay, reef serve and this row)
   reef: X     reef serve with one thing changed (--variants), to find what the tail costs:
-              journal-off (no receipt journal), no-record (--no-record), gc-freeze
+              journal-off (no receipt journal), no-record (--no-record), no-metrics
+              (`metrics: false`: nothing counted for GET /metrics), gc-freeze
               (gc.freeze() after start-up; reef serve now does it itself), no-gc-freeze (without it),
               gc-off (no cyclic GC), switch-default
               (Python's 5 ms GIL switch interval instead of reef's 0.2 ms), switch-50us,
@@ -249,7 +250,8 @@ if variant == "live-loop":  # the serve.yaml's `reef:` section, with the real jo
     runner = Worker()
 responses = {"upstream_responses": True} if variant == "responses-relay" else {}
 serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2] + "/v1", upstream_dialect="openai",
-                  record=variant != "no-record", reef=loop, **responses),
+                  record=variant != "no-record", metrics=variant != "no-metrics", reef=loop,
+                  **responses),
       announce=lambda s: None, jobs=runner)
 """
 # The bare relay (bench/bare_relay.py as it is) with a /v1/responses route added: the
@@ -271,6 +273,7 @@ VARIANTS = (
     "live-loop",
     "journal-off",
     "no-record",
+    "no-metrics",
     "gc-freeze",
     "no-gc-freeze",
     "gc-off",

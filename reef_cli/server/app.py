@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,17 +12,18 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from reef_cli.core import errors
 from reef_cli.core.jobs import JobRunner
 from reef_cli.core.store import Store, open_store
 from reef_cli.core.tokens import TokenSet
 from reef_cli.core.weight_version import WeightVersion
-from reef_cli.server import api, api_jobs, api_learning, inference_schema
+from reef_cli.server import api, api_jobs, api_learning, inference_schema, metrics
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.learning import LiveLoop
 from reef_cli.server.memory import Trimmer
+from reef_cli.server.metrics import Metrics, api_labels
 from reef_cli.server.proxy import Proxy
 from reef_cli.server.recorder import Recorder
 from reef_cli.server.release_cache import ReleaseCache
@@ -42,12 +44,16 @@ def _error(status: int, message: str, hint: str | None = None, **extra: Any) -> 
 
 class ReefApp:
     """The ASGI entry: inference routes go straight to the proxy (the hot path skips the
-    framework's middleware and routing); everything else goes to the FastAPI app."""
+    framework's middleware and routing; the proxy counts its own requests); everything
+    else goes to the FastAPI app, counted here when metrics are on."""
 
-    def __init__(self, api_app: FastAPI, fast: dict[tuple[str, str], Any]) -> None:
+    def __init__(
+        self, api_app: FastAPI, fast: dict[tuple[str, str], Any], counts: Metrics | None = None
+    ) -> None:
         self.api = api_app
         self.state = api_app.state
         self.fast = fast
+        self.counts = counts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -60,7 +66,27 @@ class ReefApp:
                     response = _error(500, "internal error in reef serve (see the server log)")
                 await response(scope, receive, send)
                 return
+            if self.counts is not None:
+                await self._counted(scope, receive, send, self.counts)
+                return
         await self.api(scope, receive, send)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send, counts: Metrics) -> None:
+        """An API request, counted by its route's template once it is answered."""
+        started = time.perf_counter()
+        status = 500  # what the server sends when the app fails before answering
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.api(scope, receive, sending)
+        finally:
+            route, scenario = api_labels(scope, status)
+            counts.api(route, scenario, status, time.perf_counter() - started)
 
 
 def create_app(
@@ -152,11 +178,15 @@ def create_app(
     app.state.jobs = worker
     app.state.learning = loop
     app.state.housekeeping = housekeeping
+    counts = app.state.metrics = Metrics(app.state) if config.metrics else None
+    proxy.metrics = counts
 
     inference_schema.install(app, proxy)  # the /v1 routes, their bodies in /openapi.json
     api.install(app)
     api_jobs.install(app)
     api_learning.install(app)
+    if counts is not None:
+        metrics.install(app)
 
     @app.exception_handler(errors.ReefError)
     async def reef_error(request: Request, exc: errors.ReefError) -> JSONResponse:
@@ -189,4 +219,4 @@ def create_app(
         ("POST", "/v1/messages"): proxy.messages,
         ("POST", "/v1/responses"): proxy.responses,
     }
-    return ReefApp(app, fast)
+    return ReefApp(app, fast, counts)

@@ -24,8 +24,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from starlette.requests import ClientDisconnect, Request
@@ -53,6 +53,9 @@ from reef_cli.server.responses_stream import Chained, ChatToResponses
 from reef_cli.server.serve_config import ServeConfig
 from reef_cli.server.translate_stream import AnthropicToOpenAI, OpenAIToAnthropic
 from reef_cli.server.upstream import Upstream
+
+if TYPE_CHECKING:
+    from reef_cli.server.metrics import Metrics
 
 log = logging.getLogger("reef.serve")
 JSON = "application/json"
@@ -117,13 +120,13 @@ class RecordedStream(StreamingResponse):
         self,
         gen: AsyncIterator[bytes],
         exchange: Exchange,
-        recorder: Recorder | None,
+        finish: Callable[[Exchange], None],
         headers: dict[str, str],
     ) -> None:
         super().__init__(gen, media_type="text/event-stream", headers=headers)
         self._gen = gen
         self._exchange = exchange
-        self._recorder = recorder
+        self._finish = finish
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -140,8 +143,7 @@ class RecordedStream(StreamingResponse):
                 if ex.status is None:
                     ex.status = 499
                     ex.error = "client disconnected mid-stream"
-                if self._recorder is not None:
-                    self._recorder.submit(ex)
+                self._finish(ex)
 
 
 class Proxy:
@@ -164,6 +166,7 @@ class Proxy:
             recorder.store if recorder is not None else None
         )
         self.trimmer = memory.Trimmer()  # app.py runs it; the answers feed it
+        self.metrics: Metrics | None = None  # app.py sets it unless `metrics: false`
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -381,17 +384,17 @@ class Proxy:
         started = time.perf_counter()
         admitted = await self._admit(request, dialect, recorded=True)
         if isinstance(admitted, Response):
-            return admitted
+            return self._refused(dialect, admitted, started)
         scenario, raw, body, create = admitted
         chain = await self._release(scenario, dialect, create)
         if isinstance(chain, Response):
-            return chain
+            return self._refused(dialect, chain, started)
         release, note = chain.credit(request.headers.get(receipts.RELEASE_HEADER))
         up = self.upstream
         same = up.speaks(dialect)
         payload = await self._payload(dialect, raw, body, scenario, same)
         if isinstance(payload, Response):
-            return payload
+            return self._refused(dialect, payload, started)
         query = request.url.query if same and dialect == "anthropic" else ""
         ex = Exchange(
             id=new_receipt(),
@@ -429,7 +432,7 @@ class Proxy:
             if self.recorder is not None:
                 self.recorder.open_stream(ex)  # journaled + a `streaming` row, before headers
             gen = self._relay(resp, ex, dialect) if same else self._translate(resp, ex, dialect)
-            return RecordedStream(gen, ex, self.recorder, {**out_headers, **SSE_HEADERS})
+            return RecordedStream(gen, ex, self._submit, {**out_headers, **SSE_HEADERS})
         try:
             data = await self._read_answer(resp)
         except AnswerTooLarge as exc:
@@ -481,11 +484,27 @@ class Proxy:
         self._submit(ex)
         return error_response(dialect, status, message, headers)
 
+    def _refused(self, dialect: str, response: Response, started: float) -> Response:
+        """A request answered before an exchange began: counted, never recorded."""
+        if self.metrics is not None:
+            self.metrics.refused(dialect, response.status_code, time.perf_counter() - started)
+        return response
+
     def _submit(self, ex: Exchange) -> None:
+        """The exchange is over (answered, failed, or its client gone): counted and handed
+        to the recorder, once however many ends a stream reaches."""
+        if ex.submitted:
+            return
+        if ex.ended is None:
+            ex.ended = time.perf_counter()
         if self.weights is not None and ex.weight_epoch is not None:
             ex.weight_note = self.weights.note_since(ex.weight_epoch)
+        if self.metrics is not None:
+            self.metrics.exchange(ex)
         if self.recorder is not None:
             self.recorder.submit(ex)
+        else:
+            ex.submitted = True
 
     def _chunk(self, ex: Exchange, data: bytes) -> None:
         if self.recorder is not None:

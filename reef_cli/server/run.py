@@ -17,6 +17,13 @@ from reef_cli.server.serve_config import ServeConfig
 
 def token_set(config: ServeConfig) -> tokens.TokenSet | None:
     """The tokens to accept; ``None`` for an open server (loopback only)."""
+    if config.metrics_open and not config.is_loopback():
+        raise ServeError(
+            f"refusing to serve /metrics on {config.host} without a token: only loopback "
+            "binds may set metrics_open",
+            "drop metrics_open (Prometheus can send the token: `authorization: "
+            "{credentials_file: ...}` in its scrape config), or bind 127.0.0.1",
+        )
     if config.open:
         if not config.is_loopback():
             raise ServeError(

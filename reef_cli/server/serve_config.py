@@ -149,6 +149,16 @@ class ServeConfig(BaseModel):
         description="how often scenarios with a chain remote pull it, so a publish on any "
         "replica is served here within this interval",
     )
+    metrics: bool = Field(
+        True,
+        description="GET /metrics in Prometheus' text format (counts, latencies, store "
+        "readings; never content); off: nothing is counted and the route is a 404",
+    )
+    metrics_open: bool = Field(
+        False,
+        description="GET /metrics without a token (loopback binds only); else it needs a "
+        "token for every scenario, which Prometheus sends from its scrape config",
+    )
     reef: LearningConfig | None = Field(
         None, description="the live loop (recipe, batch_size, max_staleness, min_interval_s …)"
     )
