@@ -77,6 +77,13 @@ def serve(
     background: bool = typer.Option(
         False, "--background", hidden=True, help="started by a wrapper (serve.json says so)"
     ),
+    print_config: bool = typer.Option(
+        False,
+        "--print-config",
+        help="print the settings this command would serve with (flags, the -c file, "
+        "`reef config` and defaults merged; passwords as ***) as YAML that -c reads, "
+        "and exit without serving",
+    ),
 ) -> None:
     """Run the recording proxy: OpenAI chat, Responses and Anthropic routes, receipts,
     reports, the Reef API."""
@@ -119,6 +126,11 @@ def serve(
     from recipes.engine.worker import Worker  # the CLI is where parts are wired together
 
     built = serve_config.build(values)
+    if print_config:
+        import yaml
+
+        typer.echo(yaml.safe_dump(built.shown(), sort_keys=False, allow_unicode=True), nl=False)
+        return
     from reef_cli.server.run import bind
 
     sock = bind(built)  # a busy port is one line, before any banner

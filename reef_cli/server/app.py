@@ -15,11 +15,19 @@ from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from reef_cli.core import errors
+from reef_cli.core.clock import now_iso
 from reef_cli.core.jobs import JobRunner
 from reef_cli.core.store import Store, open_store
 from reef_cli.core.tokens import TokenSet
 from reef_cli.core.weight_version import WeightVersion
-from reef_cli.server import api, api_jobs, api_learning, inference_schema, metrics
+from reef_cli.server import (
+    api,
+    api_jobs,
+    api_learning,
+    api_status,
+    inference_schema,
+    metrics,
+)
 from reef_cli.server.auth import Authenticator
 from reef_cli.server.learning import LiveLoop
 from reef_cli.server.memory import Trimmer
@@ -135,6 +143,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.started, app.state.started_at = time.monotonic(), now_iso()
         if recorder is not None:
             recorder.start()
         await proxy.start()
@@ -178,6 +187,7 @@ def create_app(
     app.state.jobs = worker
     app.state.learning = loop
     app.state.housekeeping = housekeeping
+    app.state.started, app.state.started_at = time.monotonic(), now_iso()  # again at start-up
     counts = app.state.metrics = Metrics(app.state) if config.metrics else None
     proxy.metrics = counts
 
@@ -185,6 +195,7 @@ def create_app(
     api.install(app)
     api_jobs.install(app)
     api_learning.install(app)
+    api_status.install(app)
     if counts is not None:
         metrics.install(app)
 

@@ -204,6 +204,22 @@ class ServeConfig(BaseModel):
             )
         return value.strip()
 
+    def shown(self) -> dict[str, Any]:
+        """Every setting as this server runs with it, safe to print (`reef serve
+        --print-config`, ``GET /reef/status``): the database the store opens
+        ($REEF_DATABASE_URL wins over ``database_url``; null: the SQLite file in the state
+        dir), URLs with their password as ``***``. A key's value is never here:
+        ``upstream_key_env`` names a variable."""
+        from reef_cli.core.store import database_url
+        from reef_cli.core.store_url import shown_url
+
+        data = self.model_dump(mode="json")
+        data["database_url"] = database_url(self.database_url)
+        for key in ("database_url", "upstream"):
+            if data[key]:
+                data[key] = shown_url(data[key])
+        return data
+
     def is_loopback(self) -> bool:
         if self.host in ("localhost", ""):
             return self.host == "localhost"
