@@ -1,6 +1,6 @@
-"""Every test gets its own empty state dir (REEF_HOME) and no REEF_* settings from outside,
-except the embedded model: tests run on the lite one (SmolLM2), whatever the machine's
-memory would pick (tests that check the choice itself unset it)."""
+"""Every test gets its own empty state dir (REEF_HOME) and no REEF_* or OTEL_* settings
+from outside, except the embedded model: tests run on the lite one (SmolLM2), whatever the
+machine's memory would pick (tests that check the choice itself unset it)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.fakes.scripted import Scripted
 @pytest.fixture(autouse=True)
 def reef_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key in list(os.environ):
-        if key.startswith("REEF_"):
+        if key.startswith(("REEF_", "OTEL_")):  # OTEL_*: no test exports traces by accident
             monkeypatch.delenv(key)
     home = tmp_path / "reef-home"
     monkeypatch.setenv("REEF_HOME", str(home))

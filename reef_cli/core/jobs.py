@@ -12,6 +12,7 @@ wired in by the CLI, so the server imports no recipe."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -20,6 +21,8 @@ from typing import Any, Protocol
 from reef_cli.core import paths, store
 from reef_cli.core.clock import now_iso
 from reef_cli.core.errors import ReefError
+
+log = logging.getLogger("reef.jobs")
 
 ACTIVE = ("queued", "running")
 FLOWS = ("evolve", "quickstart")
@@ -197,19 +200,85 @@ def submit(runner: JobRunner, job: Job) -> str | None:
 def execute(job: Job, work: Callable[[Progress], dict[str, Any]]) -> Job:
     """Run ``work`` as ``job``: mark it running, save each progress step, and end it with
     the outcome ``work`` returns (``state``, ``message``, ``release`` and the rest), or
-    failed on any exception."""
+    failed on any exception. With traces on, the job is a span and each step a child."""
     job.state = "running"
     save(job)
+    spans = _JobSpans.start(job)
 
     def progress(message: str, fraction: float | None = None) -> None:
         job.progress = {"message": message, "fraction": fraction}
         save(job)
+        if spans is not None:
+            spans.step(message, fraction)
 
     try:
-        outcome = work(progress)
-    except Exception as exc:  # a job must end with a state, whatever went wrong
-        return fail(job, f"{type(exc).__name__}: {exc}"[:500])
-    job.state, job.message = outcome["state"], outcome["message"]
-    job.release, job.outcome = outcome.get("release"), outcome
-    job.progress = {"message": job.state, "fraction": 1.0}
-    return save(job)
+        try:
+            outcome = work(progress)
+        except Exception as exc:  # a job must end with a state, whatever went wrong
+            return fail(job, f"{type(exc).__name__}: {exc}"[:500])
+        job.state, job.message = outcome["state"], outcome["message"]
+        job.release, job.outcome = outcome.get("release"), outcome
+        job.progress = {"message": job.state, "fraction": 1.0}
+        return save(job)
+    finally:
+        if spans is not None:
+            spans.end(job)
+
+
+class _JobSpans:
+    """A job's span and the span of the step it is on. A step is named by its progress
+    line's first word or the part before a colon ("gate", "evaluation", "trial"): the
+    rest of a line may quote the ask, which never goes into a trace."""
+
+    def __init__(self, tracer: Any, job: Job) -> None:
+        self.tracer = tracer
+        self.job = tracer.start_span(
+            "reef.job",
+            attributes={
+                "reef.job.id": job.id,
+                "reef.scenario": job.scenario,
+                "reef.recipe": job.recipe,
+                "reef.job.flow": job.flow,
+                "reef.job.origin": job.origin,
+            },
+        )
+        self.current: Any = None
+
+    @classmethod
+    def start(cls, job: Job) -> _JobSpans | None:
+        from reef_cli.core import tracing
+
+        try:
+            tracer = tracing.tracer()
+        except ReefError as exc:  # asked for, not installed: the job runs untraced
+            log.warning("%s", exc.one_line())
+            return None
+        return cls(tracer, job) if tracer is not None else None
+
+    def step(self, message: str, fraction: float | None) -> None:
+        from opentelemetry import trace
+
+        if self.current is not None:
+            self.current.end()
+        name = message.split(":", 1)[0] if ":" in message else message.split(" ", 1)[0]
+        attributes: dict[str, Any] = {"reef.step": name[:40]}
+        if fraction is not None:
+            attributes["reef.step.fraction"] = fraction
+        self.current = self.tracer.start_span(
+            "reef.job.step", context=trace.set_span_in_context(self.job), attributes=attributes
+        )
+
+    def end(self, job: Job) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        from reef_cli.core import tracing
+
+        if self.current is not None:
+            self.current.end()
+        self.job.set_attribute("reef.job.state", job.state)
+        if job.release is not None:
+            self.job.set_attribute("reef.release", job.release)
+        if job.state == "failed":
+            self.job.set_status(Status(StatusCode.ERROR, "failed"))
+        self.job.end()
+        tracing.flush()  # a job's child process may be stopped right after its job

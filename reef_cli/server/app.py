@@ -32,7 +32,7 @@ from reef_cli.server.auth import Authenticator
 from reef_cli.server.learning import LiveLoop
 from reef_cli.server.memory import Trimmer
 from reef_cli.server.metrics import Metrics, api_labels
-from reef_cli.server.proxy import Proxy
+from reef_cli.server.proxy import ROUTES, Proxy
 from reef_cli.server.recorder import Recorder
 from reef_cli.server.release_cache import ReleaseCache
 from reef_cli.server.remote_sync import RemoteSync
@@ -226,8 +226,8 @@ def create_app(
         return _error(500, "internal error in reef serve (see the server log)")
 
     fast = {
-        ("POST", "/v1/chat/completions"): proxy.chat_completions,
-        ("POST", "/v1/messages"): proxy.messages,
-        ("POST", "/v1/responses"): proxy.responses,
+        ("POST", ROUTES["openai"]): proxy.chat_completions,
+        ("POST", ROUTES["anthropic"]): proxy.messages,
+        ("POST", ROUTES["responses"]): proxy.responses,
     }
     return ReefApp(app, fast, counts)

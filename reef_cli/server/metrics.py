@@ -32,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from reef_cli.core import learning_state, proposals, scenarios
 from reef_cli.core.store import Store
 from reef_cli.server.api import ERRORS, Forbidden, bearer, grant_of
+from reef_cli.server.proxy import ROUTES
 from reef_cli.server.recorder import Exchange, Recorder
 
 log = logging.getLogger("reef.serve")
@@ -42,11 +43,6 @@ LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 )  # fmt: skip
-ROUTES = {
-    "openai": "/v1/chat/completions",
-    "anthropic": "/v1/messages",
-    "responses": "/v1/responses",
-}
 UNMATCHED = "unmatched"
 CLIENT_GONE = 499  # the client left mid-stream: not an upstream error
 

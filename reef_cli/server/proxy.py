@@ -32,7 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from reef_cli.core import scenarios
+from reef_cli.core import scenarios, tracing
 from reef_cli.core.errors import InvalidName, ReefError, ScenarioNotFound
 from reef_cli.core.names import is_kebab
 from reef_cli.core.records import new_receipt
@@ -56,6 +56,13 @@ from reef_cli.server.upstream import Upstream
 
 if TYPE_CHECKING:
     from reef_cli.server.metrics import Metrics
+
+# each client dialect's inference route (app.py's fast path; metrics and traces name them)
+ROUTES = {
+    "openai": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+}
 
 log = logging.getLogger("reef.serve")
 JSON = "application/json"
@@ -167,6 +174,7 @@ class Proxy:
         )
         self.trimmer = memory.Trimmer()  # app.py runs it; the answers feed it
         self.metrics: Metrics | None = None  # app.py sets it unless `metrics: false`
+        self.tracer = tracing.tracer()  # None unless OTEL_EXPORTER_OTLP_* names an endpoint
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -414,6 +422,9 @@ class Proxy:
             ex.weight_version, epoch = weights.at_start()
             ex.weight_epoch = epoch
         out_headers = receipts.headers(ex.id, release, note)
+        if self.tracer is not None:
+            ex.traceparent = request.headers.get("traceparent")
+            ex.upstream_started = time.perf_counter()
         try:
             resp = await self.session.post(
                 up.url(up.path_for(dialect), query),
@@ -501,6 +512,10 @@ class Proxy:
             ex.weight_note = self.weights.note_since(ex.weight_epoch)
         if self.metrics is not None:
             self.metrics.exchange(ex)
+        if self.tracer is not None:
+            from reef_cli.server import exchange_spans
+
+            exchange_spans.record(self.tracer, ex)
         if self.recorder is not None:
             self.recorder.submit(ex)
         else:

@@ -71,6 +71,8 @@ class Exchange:
     weight_note: str | None = None  # reefd: why this exchange cannot train (a swap, ...)
     weight_epoch: int | None = None  # reefd: WeightVersion.epoch when the request came
     usage: dict[str, Any] | None = None  # a translated stream's usage, the client's dialect
+    upstream_started: float | None = None  # traces on: when the upstream call began
+    traceparent: str | None = None  # traces on: the client's W3C trace context header
 
 
 @dataclass
