@@ -101,12 +101,18 @@ def show(name: NameArg, as_json: JsonOpt = False) -> None:
 
 
 @app.command()
-def delete(name: NameArg) -> None:
-    """Archive a scenario (moved aside, never destroyed; see `restore`)."""
+def delete(
+    name: NameArg,
+    force: Annotated[
+        bool, typer.Option("--force", help="archive it even while an agent is installed from it")
+    ] = False,
+) -> None:
+    """Archive a scenario (moved aside, never destroyed; see `restore`). Refused while one
+    of its jobs runs, and while an agent is installed from it unless --force."""
     from reef_cli.cli._output import console, markup
     from reef_cli.core import scenarios
 
-    target = scenarios.delete(name)
+    target = scenarios.delete(name, force=force)
     console().print(f"Archived scenario {name} to {markup(target)}")
     console().print(f"Undo with: reef scenario restore {markup(target.name)}")
 

@@ -149,6 +149,13 @@ class ChainCorrupt(ReefError):
     """The release chain's repository is not a readable git repository."""
 
 
+class ScenarioInUse(ReefError):
+    """A scenario an agent is installed from, or a job is working on, cannot be archived
+    (an installed agent: unless forced)."""
+
+    http_status = 409
+
+
 class ChainConflict(ReefError):
     """Another publisher advanced the chain first and retries ran out."""
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reef_cli.core import paths
-from reef_cli.core.errors import ScenarioExists, ScenarioNotFound, StateError
+from reef_cli.core.errors import ScenarioExists, ScenarioInUse, ScenarioNotFound, StateError
 from reef_cli.core.fsutil import stat_key
 from reef_cli.core.names import check_name
 
@@ -150,9 +150,26 @@ def list_all() -> list[Scenario]:
     ]
 
 
-def delete(name: str) -> Path:
-    """Archive the scenario (moved, never removed); returns where it went."""
+def delete(name: str, *, force: bool = False) -> Path:
+    """Archive the scenario (moved, never removed); returns where it went. Refused
+    (ScenarioInUse) while one of its jobs is queued or running, and while an agent is
+    installed from it unless ``force`` (the agent keeps the files it has)."""
+    from reef_cli.core import installs, jobs
+
     scenario = get(name)
+    running = jobs.active(name)
+    if running:
+        raise ScenarioInUse(
+            f"scenario {name!r} has a {running[0].state} job ({running[0].id})",
+            "wait for it to end (`reef scenario status`), then archive the scenario",
+        )
+    agents = sorted({i.adapter for i in installs.for_scenario(name)})
+    if agents and not force:
+        raise ScenarioInUse(
+            f"scenario {name!r} is installed in {', '.join(agents)}",
+            "archive it anyway with --force (the API: ?force=true); the agents keep the "
+            "files installed from it",
+        )
     archive = paths.archive_dir()
     archive.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")

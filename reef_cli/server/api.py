@@ -245,6 +245,20 @@ def make_router() -> APIRouter:
         allow(grant, body.name)
         return _scenario_out(scenarios.create(body.name, body.description))
 
+    @router.delete("/reef/scenarios/{scenario}", tags=["scenarios"], responses=ERRORS)
+    def delete_scenario(
+        request: Request,
+        force: bool = Query(False, description="archive it even while an agent is installed"),
+        scenario: str = Depends(path_scenario),
+    ) -> dict[str, Any]:
+        """Archive a scenario: its folder and chain move to the state dir's archive
+        (`reef scenario restore` brings it back); records stay in the store. 409 while one
+        of its jobs is queued or running, or an agent is installed from it (unless
+        ``force``)."""
+        target = scenarios.delete(scenario, force=force)
+        request.app.state.releases.invalidate(scenario)
+        return {"scenario": scenario, "archived": target.name}
+
     @router.get("/reef/scenarios/{scenario}/releases", tags=["releases"], responses=ERRORS)
     def releases(scenario: str = Depends(path_scenario)) -> list[dict[str, Any]]:
         from reef_cli.core import proposals

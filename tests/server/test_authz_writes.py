@@ -106,6 +106,11 @@ CASES: dict[tuple[str, str], list[Send]] = {
         send("a new scenario", json={"name": "team-c"}),
         send("an existing one", False, json={"name": "team-b"}),
     ],
+    ("DELETE", "/reef/scenarios/{scenario}"): [
+        send("archive team-b", path="/reef/scenarios/team-b"),
+        # (its control would find team-b archived by the first)
+        send("forced", False, path="/reef/scenarios/team-b", params={"force": "true"}),
+    ],
     ("POST", "/reef/scenarios/{scenario}/rollback"): [
         send("default target", path="/reef/scenarios/team-b/rollback", json={}),
         send("no body", False, path="/reef/scenarios/team-b/rollback"),
