@@ -24,6 +24,7 @@ def _summary(scenario: Scenario) -> dict[str, Any]:
         "name": scenario.name,
         "description": scenario.description,
         "created_at": scenario.created_at,
+        "training_mode": scenario.training_mode,
         "releases": latest.number if latest else 0,
         "latest": latest.number if latest else None,
         "served": served.number if served else None,
@@ -115,6 +116,32 @@ def delete(
     target = scenarios.delete(name, force=force)
     console().print(f"Archived scenario {name} to {markup(target)}")
     console().print(f"Undo with: reef scenario restore {markup(target.name)}")
+
+
+@app.command("set")
+def set_(
+    name: NameArg,
+    training_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--training-mode",
+            help="auto: the live loop starts runs once the evidence is ready; manual: only "
+            "POST /reef/train starts one; hybrid: both",
+        ),
+    ] = None,
+    description: Annotated[
+        str | None, typer.Option("--description", help="what the scenario is for")
+    ] = None,
+) -> None:
+    """Change a scenario's training mode or description."""
+    from reef_cli.cli._output import console, markup
+    from reef_cli.core import scenarios
+
+    found = scenarios.update(name, description=description, training_mode=training_mode)
+    console().print(
+        f"Scenario {found.name}: training mode {found.training_mode}, "
+        f"description {markup(found.description or '(none)')}"
+    )
 
 
 @app.command()

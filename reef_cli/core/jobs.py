@@ -54,7 +54,7 @@ class Job:
     # auto: a passing candidate goes live; review: it waits as a pending release (a
     # proposal). Job files written before this field load as "auto".
     publish: str = "auto"
-    origin: str = "api"  # api (POST /reef/evolve) | live-loop
+    origin: str = "api"  # api (POST /reef/evolve) | live-loop | train (POST /reef/train)
     owner: str = ""  # the replica that runs it (replica_id()); "" in jobs from before
     # evolve: the recipe on the scenario; quickstart: recipes.engine.quickstart's flow
     # (the scenario and pi's install around a Reefine run)

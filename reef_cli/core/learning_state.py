@@ -63,7 +63,7 @@ class LearningState:
     # eligible, from SQL), served (release), counted_at (when the full count ran)
     counts: dict[str, Any] = field(default_factory=dict)
     last_run: LastRun | None = None
-    # {"waits_for": sessions | interval | retry | job | tasks | count | replica | runner |
+    # {"waits_for": sessions | interval | retry | job | tasks | train | count | replica | runner |
     #  nothing,
     #  "at": iso | None, "detail": one line}
     next_trigger: dict[str, Any] = field(default_factory=dict)

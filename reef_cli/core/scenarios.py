@@ -21,8 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reef_cli.core import paths
-from reef_cli.core.errors import ScenarioExists, ScenarioInUse, ScenarioNotFound, StateError
-from reef_cli.core.fsutil import stat_key
+from reef_cli.core.errors import (
+    OptionInvalid,
+    ScenarioExists,
+    ScenarioInUse,
+    ScenarioNotFound,
+    StateError,
+)
+from reef_cli.core.fsutil import atomic_write_text, stat_key
 from reef_cli.core.names import check_name
 
 if TYPE_CHECKING:
@@ -30,6 +36,9 @@ if TYPE_CHECKING:
 
 SCENARIO_FILE = "scenario.toml"
 CHAIN_DIR = "chain.git"
+# Who starts the live loop's runs: auto, the loop once the evidence is ready; manual, only
+# POST /reef/train; hybrid, both (a run on demand before the batch is full).
+TRAINING_MODES = ("auto", "manual", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,7 @@ class Scenario:
     path: Path
     description: str
     created_at: str
+    training_mode: str = "auto"
 
     @property
     def chain_dir(self) -> Path:
@@ -80,12 +90,41 @@ def _read(path: Path) -> Scenario:
             f"scenario folder {path} has no readable {SCENARIO_FILE}",
             f"restore {meta_file} or move the folder aside",
         ) from exc
+    mode = data.get("training_mode", "auto")
+    if mode not in TRAINING_MODES:
+        raise StateError(
+            f"{meta_file}: training_mode {mode!r} is not one of {', '.join(TRAINING_MODES)}",
+            f"set it with `reef scenario set {path.name} --training-mode auto`",
+        )
     return Scenario(
         name=path.name,
         path=path,
         description=str(data.get("description", "")),
         created_at=str(data.get("created_at", "")),
+        training_mode=mode,
     )
+
+
+def update(
+    name: str, *, description: str | None = None, training_mode: str | None = None
+) -> Scenario:
+    """Change a scenario's description or training mode (scenario.toml, written atomically)."""
+    import tomli_w
+
+    if training_mode is not None and training_mode not in TRAINING_MODES:
+        raise OptionInvalid(
+            f"training_mode {training_mode!r} is not one of {', '.join(TRAINING_MODES)}",
+            "auto: the live loop starts runs; manual: only POST /reef/train; hybrid: both",
+        )
+    found = get(name)
+    meta_file = found.path / SCENARIO_FILE
+    data = tomllib.loads(meta_file.read_text(encoding="utf-8"))
+    if description is not None:
+        data["description"] = description
+    if training_mode is not None:
+        data["training_mode"] = training_mode
+    atomic_write_text(meta_file, tomli_w.dumps(data))
+    return _read(found.path)
 
 
 def create(name: str, description: str = "") -> Scenario:

@@ -4,7 +4,7 @@ pages, health."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi import Path as PathParam
@@ -68,10 +68,20 @@ class ScenarioIn(BaseModel):
     description: Text = ""
 
 
+class ScenarioPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: Text | None = None
+    training_mode: Literal["auto", "manual", "hybrid"] | None = Field(
+        None,
+        description="auto: the live loop starts runs; manual: only POST /reef/train; hybrid: both",
+    )
+
+
 class ScenarioOut(BaseModel):
     name: str
     description: str
     created_at: str
+    training_mode: str = "auto"
     served: int | None = None
     latest: int | None = None
 
@@ -245,6 +255,15 @@ def make_router() -> APIRouter:
         allow(grant, body.name)
         return _scenario_out(scenarios.create(body.name, body.description))
 
+    @router.patch("/reef/scenarios/{scenario}", tags=["scenarios"], responses=ERRORS)
+    def update_scenario(body: ScenarioPatch, scenario: str = Depends(path_scenario)) -> ScenarioOut:
+        """Change a scenario's description or training mode."""
+        return _scenario_out(
+            scenarios.update(
+                scenario, description=body.description, training_mode=body.training_mode
+            )
+        )
+
     @router.delete("/reef/scenarios/{scenario}", tags=["scenarios"], responses=ERRORS)
     def delete_scenario(
         request: Request,
@@ -360,6 +379,7 @@ def _scenario_out(s: scenarios.Scenario) -> ScenarioOut:
         name=s.name,
         description=s.description,
         created_at=s.created_at,
+        training_mode=s.training_mode,
         served=served.number if served else None,
         latest=latest.number if latest else None,
     )

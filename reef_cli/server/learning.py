@@ -17,14 +17,16 @@ may quote a person's session), and the next poll tries again.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reef_cli.core import evidence, jobs, plugins, scenarios
 from reef_cli.core import learning_state as ls
-from reef_cli.core.errors import ScenarioNotFound
+from reef_cli.core.errors import ReefError, ScenarioNotFound
 from reef_cli.core.jobs import JobRunner
 from reef_cli.core.records import now_iso
 from reef_cli.core.store import Store
@@ -50,6 +52,12 @@ DUTY = 20
 HEARTBEAT_S = 30.0  # learning.json is rewritten at least this often (checked_at)
 
 
+class TrainRefused(ReefError):
+    """A run asked for now (POST /reef/train) cannot start: the line says why."""
+
+    http_status = 409
+
+
 @dataclass
 class _Seen:
     """What the last check of a scenario saw, in memory (a restart recounts)."""
@@ -73,6 +81,11 @@ class LiveLoop(Periodic):
         self._seen: dict[str, _Seen] = {}
         self._served: dict[str, tuple[Any, int | None]] = {}
         self._saved: dict[str, tuple[dict[str, Any], float]] = {}
+        # runs asked for now (POST /reef/train), answered by the loop's own thread, so
+        # only that thread ever touches the counts above
+        self._asked: dict[str, Future[str]] = {}
+        self._asked_lock = threading.Lock()
+        self._started_job: str | None = None  # the job the current check started
         self.checks = 0  # completed polls (tests wait on it, never on time)
 
     # ------------------------------------------------------------ lifecycle
@@ -88,6 +101,23 @@ class LiveLoop(Periodic):
 
     def run_once(self) -> None:
         self.tick()
+
+    def train(self, name: str) -> Future[str]:
+        """Ask for a run of ``name`` now, on the eligible sessions it has, whatever
+        ``batch_size``, ``min_interval_s`` or a manual training mode say. The loop's thread
+        answers at once: the future holds the job's id, or TrainRefused (a job of the
+        scenario is running, nothing is eligible, no task set for a recipe that needs
+        one, another replica is starting a run)."""
+        with self._asked_lock:
+            future = self._asked.get(name)
+            if future is None:
+                future = self._asked[name] = Future()
+        self.wake()
+        return future
+
+    def _take_ask(self, name: str) -> Future[str] | None:
+        with self._asked_lock:
+            return self._asked.pop(name, None)
 
     def covers(self, scenario: str) -> bool:
         """Whether this loop learns for ``scenario`` (listed, or any with traffic)."""
@@ -114,9 +144,14 @@ class LiveLoop(Periodic):
         self.checks += 1
 
     def _targets(self) -> list[str]:
-        if self.config.scenarios is not None:
-            return list(self.config.scenarios)
-        return ls.traffic_scenarios(self.store)
+        names = (
+            list(self.config.scenarios)
+            if self.config.scenarios is not None
+            else ls.traffic_scenarios(self.store)
+        )
+        with self._asked_lock:
+            asked = [name for name in self._asked if name not in names]
+        return names + asked
 
     def _note_error(self, name: str, exc: Exception) -> None:
         self._saved.pop(name, None)  # the file now differs from what was last written
@@ -130,7 +165,30 @@ class LiveLoop(Periodic):
             pass
 
     def check(self, name: str) -> ls.LearningState:
-        """Settle the last run, count, decide; write ``learning.json``. Returns the state."""
+        """Settle the last run, count, decide; write ``learning.json``. Returns the state.
+        A run asked for (``train``) is started, or refused with why, in this check."""
+        asked = self._take_ask(name)
+        self._started_job = None
+        try:
+            state = self._check(name, asked is not None)
+        except BaseException as exc:
+            if asked is not None:
+                asked.set_exception(exc)
+            raise
+        if asked is not None:
+            if self._started_job is not None:
+                asked.set_result(self._started_job)
+            else:
+                detail = (state.next_trigger or {}).get("detail") or "the loop started no run"
+                asked.set_exception(
+                    TrainRefused(
+                        f"no run started for {name}: {detail}",
+                        f"`reef scenario status {name}` shows the live loop's counts",
+                    )
+                )
+        return state
+
+    def _check(self, name: str, asked: bool) -> ls.LearningState:
         cfg = self.config
         scenario = scenarios.get(name)
         state = ls.load(scenario.path) or ls.LearningState(name)
@@ -141,7 +199,7 @@ class LiveLoop(Periodic):
         run = state.last_run
         if run is not None and run.state in jobs.ACTIVE:
             self._settle(scenario, run)
-        seen, current = self._count(scenario, state)
+        seen, current = self._count(scenario, state, force=asked)
         eligible = len(seen.ready) if seen is not None else 0
         run = state.last_run
         started = ls.parse_time(run.started) if run else None
@@ -155,6 +213,19 @@ class LiveLoop(Periodic):
                 "tasks",
                 f"{cfg.recipe} searches a task set: add scenarios/{name}/{ls.TASKS_FILE} "
                 "(`reef tasks make … -o` writes one)",
+            )
+        elif asked:
+            if eligible == 0:
+                state.next_trigger = _waits(
+                    "sessions", "no eligible scored session yet (report on some answers)"
+                )
+            else:
+                self._trigger_once(scenario, state, seen, origin="train")
+        elif scenario.training_mode == "manual":
+            state.next_trigger = _waits(
+                "train",
+                f"training_mode is manual: POST /reef/train starts a run ({eligible} eligible "
+                "scored session(s))",
             )
         elif (retry := _retry_due(run, seen, now)) is not None:
             state.next_trigger = _waits(
@@ -191,7 +262,11 @@ class LiveLoop(Periodic):
         return state
 
     def _trigger_once(
-        self, scenario: scenarios.Scenario, state: ls.LearningState, seen: _Seen | None
+        self,
+        scenario: scenarios.Scenario,
+        state: ls.LearningState,
+        seen: _Seen | None,
+        origin: str = "live-loop",
     ) -> None:
         """Start a run unless another replica on this store is starting one or runs one:
         the decision is made holding the scenario's lock (a PostgreSQL advisory lock
@@ -216,7 +291,7 @@ class LiveLoop(Periodic):
                     "count", "the evidence changed since the last count; recounting shortly"
                 )
             else:
-                self._trigger(scenario, state, seen.ready)
+                self._trigger(scenario, state, seen.ready, origin)
 
     def _save(self, scenario: scenarios.Scenario, state: ls.LearningState) -> None:
         """Write ``learning.json`` when what it says changed, else at most every
@@ -275,11 +350,12 @@ class LiveLoop(Periodic):
         return number
 
     def _count(
-        self, scenario: scenarios.Scenario, state: ls.LearningState
+        self, scenario: scenarios.Scenario, state: ls.LearningState, force: bool = False
     ) -> tuple[_Seen | None, bool]:
-        """Recount when something changed and a count could matter. Returns what the last
-        full count saw (None: none since this server started) and whether it is current
-        (nothing changed since): only a current count may start a run."""
+        """Recount when something changed and a count could matter (``force``: a run was
+        asked for, so it matters now). Returns what the last full count saw (None: none
+        since this server started) and whether it is current (nothing changed since): only
+        a current count may start a run."""
         cfg, name = self.config, scenario.name
         probe = ls.probe(self.store, name, scenario.path, cfg.recipe)
         seen = self._seen.get(name)
@@ -294,7 +370,7 @@ class LiveLoop(Periodic):
         rested = seen is None or time.monotonic() - seen.counted_at >= DUTY * seen.took
         # A large scenario that cannot trigger is not counted, not even on a restart: the
         # numbers of its last count stay (``counted_at``), with the bound next to them.
-        if not rested or not (could_trigger or small):
+        if not force and (not rested or not (could_trigger or small)):
             if not could_trigger:
                 state.counts["eligible_at_most"] = scored
             return seen, False  # the probe stays unseen: looked at again next poll
@@ -317,6 +393,7 @@ class LiveLoop(Periodic):
         scenario: scenarios.Scenario,
         state: ls.LearningState,
         ready: list[evidence.SessionEvidence],
+        origin: str = "live-loop",
     ) -> None:
         cfg = self.config
         job = jobs.create(
@@ -326,8 +403,9 @@ class LiveLoop(Periodic):
             cfg.adapter,
             dict(cfg.options),
             publish=cfg.publish,
-            origin="live-loop",
+            origin=origin,
         )
+        self._started_job = job.id
         run = ls.LastRun(
             job=job.id,
             recipe=cfg.recipe,

@@ -17,6 +17,7 @@ class Periodic:
         self.interval = interval
         self.store = store
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def run_once(self) -> object:
@@ -29,8 +30,13 @@ class Periodic:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        """Run the next ``run_once`` now instead of at the end of the interval."""
+        self._wake.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
@@ -40,8 +46,9 @@ class Periodic:
             if self.first_wait and self._stop.wait(self.first_wait):
                 return
             while not self._stop.is_set():
+                self._wake.clear()
                 self.run_once()
-                self._stop.wait(self.interval)
+                self._wake.wait(self.interval)
         finally:
             if self.store is not None:
                 self.store.release_thread()  # this thread's connection

@@ -106,6 +106,15 @@ CASES: dict[tuple[str, str], list[Send]] = {
         send("a new scenario", json={"name": "team-c"}),
         send("an existing one", False, json={"name": "team-b"}),
     ],
+    ("PATCH", "/reef/scenarios/{scenario}"): [
+        send("training mode", path="/reef/scenarios/team-b", json={"training_mode": "manual"}),
+        send("description", path="/reef/scenarios/team-b", json={"description": "other"}),
+    ],
+    ("POST", "/reef/train"): [
+        # this server runs no live loop: the main token's request is a 503, writing nothing
+        send("scenario in the body", False, json={"scenario": "team-b"}),
+        send("scenario in the header", False, json={}, headers=on("team-b")),
+    ],
     ("DELETE", "/reef/scenarios/{scenario}"): [
         send("archive team-b", path="/reef/scenarios/team-b"),
         # (its control would find team-b archived by the first)

@@ -780,3 +780,102 @@ def test_job_files_from_before_publish_still_load(home: Path) -> None:
     assert jobs.create("shop", "gepa", None, publish="review").publish == "review"
     with pytest.raises(ValueError, match="auto or review"):
         jobs.create("shop", "gepa", None, publish="maybe")
+
+
+# ------------------------------------------------------------ training modes, POST /reef/train
+
+
+def _train(stack: Live, scenario: str | None = "shop", token: str | None = TOKEN) -> httpx.Response:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    body = {"scenario": scenario} if scenario is not None else {}
+    return httpx.post(stack.url + "/reef/train", json=body, headers=headers, timeout=90)
+
+
+def test_manual_mode_waits_for_train_which_runs_on_what_is_eligible(live) -> None:
+    first_release("shop")
+    scenarios.update("shop", training_mode="manual")
+    runner = Recording(end=publishes)
+    stack = live(runner, batch_size=3)
+    for name in ("s1", "s2", "s3", "s4"):
+        stack.session("shop", name)
+    wait_for(lambda: counted(stack, eligible=4), "the count")
+    stack.polls()
+    state = stack.state("shop")
+    assert runner.jobs == [] and state["next_trigger"]["waits_for"] == "train"
+    assert "POST /reef/train" in state["next_trigger"]["detail"]
+
+    r = _train(stack)
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert (job["scenario"], job["recipe"], job["origin"]) == ("shop", "gepa", "train")
+    assert [j.id for j in runner.jobs] == [job["id"]]
+    wait_for(lambda: stack.state("shop")["last_run"]["state"] == "published", "the run's end")
+    assert stack.chat("shop", None, "and now?").headers[RELEASE_HEADER] == "2"
+
+
+def test_hybrid_trains_early_and_auto_refuses(live) -> None:
+    first_release("shop")
+    runner = Recording(end=publishes)
+    stack = live(runner, batch_size=5, min_interval_s=3600)
+    stack.session("shop", "s1")
+    wait_for(lambda: counted(stack, eligible=1), "the count")
+    refused = _train(stack)
+    assert refused.status_code == 409
+    assert "training_mode is auto" in refused.json()["error"]["message"]
+    assert "--training-mode hybrid" in refused.json()["error"]["hint"]
+    r = httpx.patch(
+        stack.url + "/reef/scenarios/shop", json={"training_mode": "hybrid"}, headers=AUTH
+    )
+    assert r.status_code == 200 and r.json()["training_mode"] == "hybrid"
+    r = _train(stack)  # one session of five: a run now all the same
+    assert r.status_code == 202, r.text
+    wait_for(lambda: stack.state("shop")["last_run"]["state"] == "published", "the run's end")
+    assert stack.state("shop")["last_run"]["sessions"] == 1
+
+
+def test_train_refusals_are_one_line_and_start_nothing(live) -> None:
+    first_release("shop")
+    first_release("team-a")
+    scenarios.update("shop", training_mode="manual")
+    scenarios.update("team-a", training_mode="manual")
+    runner = Recording()  # leaves every job queued
+    stack = live(runner, scenarios=["shop"])
+    stack.polls()
+    nothing = _train(stack)
+    assert (
+        nothing.status_code == 409
+        and "no eligible scored session" in nothing.json()["error"]["message"]
+    )
+    stack.session("shop", "s1")
+    assert _train(stack).status_code == 202
+    busy = _train(stack)  # its job is still queued
+    assert busy.status_code == 409 and "queued" in busy.json()["error"]["message"]
+    assert _train(stack, "team-a").status_code == 409  # the loop does not learn for it
+    assert _train(stack, "team-a", LIMITED).status_code == 409
+    assert _train(stack, "shop", LIMITED).status_code == 403
+    assert _train(stack, "shop", None).status_code == 401
+    assert _train(stack, "Bad_Name").status_code == 400
+    assert _train(stack, "nope").status_code == 404
+    bad = httpx.post(stack.url + "/reef/train", json={"scenario": "shop", "x": 1}, headers=AUTH)
+    assert bad.status_code == 400
+    assert len(runner.jobs) == 1
+
+
+def test_train_without_a_live_loop_names_the_fix(make_stack) -> None:
+    stack = make_stack("openai")
+    scenarios.create("shop")
+    r = httpx.post(stack.url + "/reef/train", json={"scenario": "shop"}, headers=AUTH)
+    assert r.status_code == 503 and "--recipe" in r.json()["error"]["hint"]
+
+
+def test_a_training_mode_is_checked_where_it_is_set_and_read(tmp_path: Path) -> None:
+    from reef_cli.core.errors import OptionInvalid, StateError
+
+    scenarios.create("shop")
+    with pytest.raises(OptionInvalid):
+        scenarios.update("shop", training_mode="sometimes")
+    assert scenarios.get("shop").training_mode == "auto"
+    meta = scenarios.get("shop").path / scenarios.SCENARIO_FILE
+    meta.write_text(meta.read_text() + 'training_mode = "weekly"\n')
+    with pytest.raises(StateError, match="training_mode 'weekly'"):
+        scenarios.get("shop")
