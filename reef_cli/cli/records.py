@@ -14,11 +14,25 @@ from reef_cli.cli._common import new_app
 app = new_app("Recorded inference exchanges (one per receipt).")
 
 
+TAG_OPTION = typer.Option(
+    None,
+    "--tag",
+    help="only records sent with this x-reef-tag-NAME header value (NAME=VALUE; repeat: all)",
+)
+
+
+def _tags(specs: list[str] | None) -> dict[str, str] | None:
+    from reef_cli.server.tags import parse_filter
+
+    return dict(parse_filter(spec) for spec in specs) if specs else None
+
+
 @app.command("list")
 def list_records(
     scenario: str | None = typer.Option(None, "--scenario", "-s", help="only this scenario"),
     session: str | None = typer.Option(None, "--session", help="only this session id"),
     limit: int = typer.Option(20, "--limit", "-n", help="newest N records"),
+    tag: list[str] | None = TAG_OPTION,
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """List the newest records."""
@@ -27,7 +41,7 @@ def list_records(
     from reef_cli.cli._output import console, markup, print_json
     from reef_cli.core.store import open_store
 
-    rows = open_store().list(scenario=scenario, session_id=session, limit=limit)
+    rows = open_store().list(scenario=scenario, session_id=session, limit=limit, tags=_tags(tag))
     if as_json:
         print_json([r.summary() for r in rows])
         return
@@ -75,6 +89,7 @@ def export(
     scenario: str | None = typer.Option(None, "--scenario", "-s"),
     since: str | None = typer.Option(None, "--since", help="ISO time, e.g. 2026-01-31"),
     output: Path | None = typer.Option(None, "--output", "-o", help="file (default: stdout)"),
+    tag: list[str] | None = TAG_OPTION,
 ) -> None:
     """Export whole records, oldest first."""
     import sys
@@ -82,9 +97,10 @@ def export(
     from reef_cli.cli._output import json_text
     from reef_cli.core.store import open_store
 
+    filters = _tags(tag)  # a bad --tag: one line, before the output file is made
     out = output.open("w", encoding="utf-8") if output else sys.stdout
     try:
-        items = open_store().iter(scenario=scenario, since=since)
+        items = open_store().iter(scenario=scenario, since=since, tags=filters)
         if jsonl:
             for rec in items:
                 out.write(json_text(rec.to_json(), indent=None) + "\n")

@@ -83,6 +83,8 @@ class Record:
     # "response": [...]} and the response tokens' logprobs; streamed records are re-tokenized
     token_ids: dict[str, Any] | None = None
     logprobs: list[float] | None = None
+    # the request's x-reef-tag-<name> headers, {name: value} (None: it sent none)
+    tags: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,8 +122,9 @@ RECORD_COLUMNS = [
     "weight_note",
     "token_ids",
     "logprobs",
+    "tags",
 ]
-JSON_COLUMNS = {"request", "response", "usage", "token_ids", "logprobs"}
+JSON_COLUMNS = {"request", "response", "usage", "token_ids", "logprobs", "tags"}
 
 
 _STATE_RANK = {"streaming": 0, "interrupted": 1, "complete": 2}

@@ -32,8 +32,8 @@ from reef_cli.server.auth import Authenticator
 from reef_cli.server.learning import LiveLoop
 from reef_cli.server.memory import Trimmer
 from reef_cli.server.metrics import Metrics, api_labels
-from reef_cli.server.proxy import ROUTES, Proxy
-from reef_cli.server.recorder import Recorder
+from reef_cli.server.proxy import Proxy
+from reef_cli.server.recorder import ROUTES, Recorder
 from reef_cli.server.release_cache import ReleaseCache
 from reef_cli.server.remote_sync import RemoteSync
 from reef_cli.server.retention_task import RetentionTask

@@ -12,8 +12,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from reef_cli.core.tracing import epoch_ns
-from reef_cli.server.proxy import ROUTES
-from reef_cli.server.recorder import Exchange
+from reef_cli.server.recorder import ROUTES, Exchange
 
 
 def record(tracer: Any, ex: Exchange) -> None:

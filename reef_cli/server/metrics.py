@@ -32,8 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from reef_cli.core import learning_state, proposals, scenarios
 from reef_cli.core.store import Store
 from reef_cli.server.api import ERRORS, Forbidden, bearer, grant_of
-from reef_cli.server.proxy import ROUTES
-from reef_cli.server.recorder import Exchange, Recorder
+from reef_cli.server.recorder import ROUTES, Exchange, Recorder
 
 log = logging.getLogger("reef.serve")
 

@@ -51,18 +51,12 @@ from reef_cli.server.recorder import RETRY_AFTER_S, Exchange, Recorder
 from reef_cli.server.release_cache import ReleaseCache, Releases
 from reef_cli.server.responses_stream import Chained, ChatToResponses
 from reef_cli.server.serve_config import ServeConfig
+from reef_cli.server.tags import TagInvalid, tags_of
 from reef_cli.server.translate_stream import AnthropicToOpenAI, OpenAIToAnthropic
 from reef_cli.server.upstream import Upstream
 
 if TYPE_CHECKING:
     from reef_cli.server.metrics import Metrics
-
-# each client dialect's inference route (app.py's fast path; metrics and traces name them)
-ROUTES = {
-    "openai": "/v1/chat/completions",
-    "anthropic": "/v1/messages",
-    "responses": "/v1/responses",
-}
 
 log = logging.getLogger("reef.serve")
 JSON = "application/json"
@@ -394,6 +388,10 @@ class Proxy:
         if isinstance(admitted, Response):
             return self._refused(dialect, admitted, started)
         scenario, raw, body, create = admitted
+        try:
+            tagged = tags_of(request.headers.raw)
+        except TagInvalid as exc:
+            return self._refused(dialect, error_response(dialect, 400, exc.message), started)
         chain = await self._release(scenario, dialect, create)
         if isinstance(chain, Response):
             return self._refused(dialect, chain, started)
@@ -416,6 +414,7 @@ class Proxy:
             served_release_id=chain.served,
             release_note=note,
             request_json=body,
+            tags=tagged,
         )
         weights = self.weights
         if weights is not None:

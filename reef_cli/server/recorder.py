@@ -41,6 +41,14 @@ log = logging.getLogger("reef.serve")
 _SESSION_IN_USER_ID = re.compile(r"session_([0-9A-Za-z-]{8,64})")
 
 
+# each client dialect's inference route (app.py's fast path; metrics and traces name them)
+ROUTES = {
+    "openai": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+}
+
+
 @dataclass
 class Exchange:
     """What the response path collects about one request (cheap to fill)."""
@@ -71,6 +79,7 @@ class Exchange:
     weight_note: str | None = None  # reefd: why this exchange cannot train (a swap, ...)
     weight_epoch: int | None = None  # reefd: WeightVersion.epoch when the request came
     usage: dict[str, Any] | None = None  # a translated stream's usage, the client's dialect
+    tags: dict[str, str] | None = None  # the request's x-reef-tag-<name> headers
     upstream_started: float | None = None  # traces on: when the upstream call began
     traceparent: str | None = None  # traces on: the client's W3C trace context header
 
@@ -98,6 +107,7 @@ def _meta(ex: Exchange, kind: str) -> dict[str, Any]:
         "created_at": ex.created_at,
         "started": ex.started,
         "stream": ex.stream,
+        "tags": ex.tags,
     }
 
 
@@ -188,6 +198,7 @@ def _about(ex: Exchange, request: Any) -> dict[str, Any]:
         "release_note": ex.release_note,
         "weight_version": ex.weight_version,
         "weight_note": ex.weight_note,
+        "tags": ex.tags,
     }
 
 
@@ -253,6 +264,7 @@ def _from_journal(item: journal.Replayed) -> Exchange:
         release_note=m.get("release_note"),
         weight_version=m.get("weight_version"),
         weight_note=m.get("weight_note"),
+        tags=m.get("tags"),
     )
     end = m if item.body is not None else item.end
     if item.body is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +134,7 @@ class Store(ABC):
         since: str | None = None,
         limit: int | None = 50,
         oldest_first: bool = False,
+        tags: Mapping[str, str] | None = None,
     ) -> builtins.list[Record]:
         return builtins.list(
             self.iter(
@@ -142,6 +143,7 @@ class Store(ABC):
                 since=since,
                 limit=limit,
                 oldest_first=oldest_first,
+                tags=tags,
             )
         )
 
@@ -154,8 +156,10 @@ class Store(ABC):
         since: str | None = None,
         limit: int | None = None,
         oldest_first: bool = True,
+        tags: Mapping[str, str] | None = None,
     ) -> Iterator[Record]:
-        """Records in ``created_at`` order, read a page at a time (fine for millions)."""
+        """Records in ``created_at`` order, read a page at a time (fine for millions);
+        ``tags``: only those sent with every one of these x-reef-tag values."""
 
     @abstractmethod
     def count(self, scenario: str | None = None) -> int: ...

@@ -97,6 +97,10 @@ class PostgresStore(SQLStore):
     """The store in a PostgreSQL database (``url``: ``postgresql://user:pw@host:5432/db``)."""
 
     kind = "postgresql"
+
+    def _tag_equals(self, name: str, value: str) -> tuple[str, builtins.list[Any]]:
+        return "(r.tags::jsonb ->> ?) = ?", [name, value]
+
     ORDER = "seq"
     SIZE = "COALESCE(octet_length(r.request), 0) + COALESCE(octet_length(r.response), 0)"
 

@@ -228,6 +228,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         )
         """,
     ),
+    Migration(
+        "0008_records_tags",  # x-reef-tag-<name> headers: a JSON object of name -> value
+        sqlite="ALTER TABLE records ADD COLUMN tags TEXT",
+        postgresql="ALTER TABLE records ADD COLUMN tags TEXT",
+    ),
 )
 
 NAMES: tuple[str, ...] = tuple(m.name for m in MIGRATIONS)

@@ -94,6 +94,12 @@ def _ids(values: Sequence[str]) -> Iterator[builtins.list[str]]:
         yield unique[start : start + PAGE]
 
 
+def json_path(key: str) -> str:
+    """SQLite's JSON path to an object's member ``key`` (quoted: a tag name may hold
+    ``-``, which a bare path reads as an operator)."""
+    return '$."' + key.replace('"', '""') + '"'
+
+
 def _marks(n: int) -> str:
     return ",".join("?" * n)
 
@@ -119,6 +125,11 @@ class SQLStore(Store):
     """:class:`Store` over a SQL database; see the module docstring."""
 
     ORDER: str  # the column that orders rows inserted in the same microsecond
+
+    @abstractmethod
+    def _tag_equals(self, name: str, value: str) -> tuple[str, builtins.list[Any]]:
+        """A WHERE clause on ``records r``: its tag ``name`` is ``value``."""
+
     SIZE: str  # bytes of a row's stored request + response (over table alias ``r``)
 
     @abstractmethod
@@ -213,9 +224,14 @@ class SQLStore(Store):
         since: str | None = None,
         limit: int | None = None,
         oldest_first: bool = True,
+        tags: Mapping[str, str] | None = None,
     ) -> Iterator[Record]:
         where, args = _filters(scenario=scenario, session_id=session_id, since=since)
         clauses = [where.removeprefix("WHERE ")] if where else []
+        for name, value in (tags or {}).items():
+            clause, tag_args = self._tag_equals(name, value)
+            clauses.append(clause)
+            args = [*args, *tag_args]
         rows = self._pages("r.*", clauses, args, newest_first=not oldest_first, limit=limit)
         return (record_from_row(row) for row in rows)
 

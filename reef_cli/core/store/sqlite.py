@@ -29,7 +29,7 @@ from reef_cli.core.fsutil import atomic_write_text, read_json_object, stat_key
 from reef_cli.core.records import db_path
 from reef_cli.core.store import schema
 from reef_cli.core.store.base import JOURNAL_DIR_NAME
-from reef_cli.core.store.sql import Row, SQLStore
+from reef_cli.core.store.sql import Row, SQLStore, json_path
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -107,6 +107,10 @@ class SQLiteStore(SQLStore):
     """The store in one SQLite file (``path``; default ``<state dir>/records.sqlite3``)."""
 
     kind = "sqlite"
+
+    def _tag_equals(self, name: str, value: str) -> tuple[str, builtins.list[Any]]:
+        return "json_extract(r.tags, ?) = ?", [json_path(name), value]
+
     ORDER = "rowid"
     SIZE = (
         "COALESCE(LENGTH(CAST(r.request AS BLOB)), 0)"

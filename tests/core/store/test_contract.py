@@ -60,6 +60,7 @@ def test_a_record_round_trips_whole(store: Store) -> None:
         token_ids={"prompt": [1, 2], "response": [3]},
         logprobs=[-0.5],
         weight_version="w2",
+        tags={"team": "payments", "ticket": "PAY-12"},
     )
     store.insert(r)
     got = store.get(r.id)
@@ -69,6 +70,21 @@ def test_a_record_round_trips_whole(store: Store) -> None:
     }
     with pytest.raises(RecordNotFound):
         store.get(new_receipt())
+
+
+def test_records_are_filtered_by_their_tags(store: Store) -> None:
+    a = rec(1, tags={"team": "payments", "run-id": "r.1"})
+    b = rec(2, tags={"team": "payments", "run-id": "r.2"})
+    c = rec(3, tags={"team": "search"})
+    d = rec(4)
+    store.insert_many([a, b, c, d])
+    ids = lambda **tags: [r.id for r in store.iter(tags=tags)]  # noqa: E731
+    assert ids(team="payments") == [a.id, b.id]
+    assert ids(team="payments", **{"run-id": "r.2"}) == [b.id]  # every tag given must match
+    assert ids(team="nobody") == [] and ids(**{"a'b\"c": "x"}) == []  # quotes are data
+    assert [r.id for r in store.list(tags={"team": "search"})] == [c.id]
+    assert [r.id for r in store.iter()] == [a.id, b.id, c.id, d.id]
+    assert store.get(d.id).tags is None
 
 
 def test_rows_never_move_back_even_within_one_batch(store: Store) -> None:

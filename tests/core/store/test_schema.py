@@ -250,6 +250,9 @@ APPLIED_ON_OPEN = {
         "0007_jobs_and_marks",
     ],
 }
+# the migrations made after the list was shared: every old store takes them too
+for applied_on_open in APPLIED_ON_OPEN.values():
+    applied_on_open.append("0008_records_tags")
 
 
 class Raw:

@@ -102,6 +102,7 @@ def test_harvested_migration_upgrades_an_existing_database(tmp_path):
         "0005_weight_version_and_tokens",
         "0006_records_created_at",
         "0007_jobs_and_marks",
+        "0008_records_tags",
     ]
     store = SQLiteStore(path)
     assert store.get("rec_old").scenario == "s"  # existing data untouched
