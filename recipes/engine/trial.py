@@ -105,7 +105,8 @@ class Proxy:
         recorder = self.app.state.recorder
         if recorder is not None:
             recorder.flush(timeout=wait)
-        return list(self.app.state.store.list(session_id=session_id, limit=None, oldest_first=True))
+        found = self.app.state.store.list(session_id=session_id, limit=None, oldest_first=True)
+        return [r for r in found if r.is_turn]
 
 
 @contextmanager

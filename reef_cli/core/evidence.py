@@ -182,6 +182,8 @@ def collect(store: Store, scenario: str) -> list[SessionEvidence]:
     for record in store.iter(scenario=scenario, oldest_first=True):
         if record.state == "streaming":
             continue  # not finished yet: the next run sees it whole
+        if not record.is_turn:
+            continue  # an embedding: nothing a person said or was answered
         key = f"session:{record.session_id}" if record.session_id else f"record:{record.id}"
         groups.setdefault(key, []).append(record)
     by_receipt: dict[str, list[StoredReport]] = {}

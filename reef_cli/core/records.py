@@ -48,6 +48,11 @@ def new_receipt() -> str:
     return "rec_" + secrets.token_hex(12)
 
 
+# The client dialect of an embeddings exchange (POST /v1/embeddings): recorded with a
+# receipt like any other, but no turn of a conversation, so no learner reads it.
+EMBEDDINGS = "embeddings"
+
+
 @dataclass
 class Record:
     id: str
@@ -88,6 +93,11 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def is_turn(self) -> bool:
+        """A turn of a conversation (chat, Messages, Responses), not an embedding."""
+        return self.client_dialect != EMBEDDINGS
 
     def summary(self) -> dict[str, Any]:
         data = self.to_json()

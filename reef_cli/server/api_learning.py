@@ -59,7 +59,7 @@ def make_router() -> APIRouter:
         found = await asyncio.to_thread(scenarios.get, name)
         loop = state.learning
         if loop is None:
-            raise ServeError(
+            raise TrainRefused(
                 "this reef serve runs no live loop",
                 "start it with --recipe skillclaw (or a serve.yaml `reef:` section), or "
                 "POST /reef/evolve with a recipe",

@@ -229,5 +229,6 @@ def create_app(
         ("POST", ROUTES["openai"]): proxy.chat_completions,
         ("POST", ROUTES["anthropic"]): proxy.messages,
         ("POST", ROUTES["responses"]): proxy.responses,
+        ("POST", ROUTES["embeddings"]): proxy.embeddings,
     }
     return ReefApp(app, fast, counts)

@@ -67,6 +67,15 @@ class MessagesRequest(BaseModel):
     metadata: dict[str, Any] | None = Field(None, description="user_id may carry the session")
 
 
+class EmbeddingsRequest(BaseModel):
+    """OpenAI's embeddings request (other fields are relayed as sent)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(..., description="the embedding model (never replaced)")
+    input: str | list[Any] = Field(..., description="the text(s) or token arrays to embed")
+
+
 class CountTokensRequest(BaseModel):
     """An Anthropic token-count request: a Messages request without ``max_tokens``."""
 
@@ -107,6 +116,13 @@ _ROUTES: tuple[tuple[str, str, str, type[BaseModel] | None, str], ...] = (
         "responses",
         ResponsesRequest,
         "OpenAI Responses API (recorded; translated to chat for chat-only upstreams)",
+    ),
+    (
+        "/v1/embeddings",
+        "POST",
+        "embeddings",
+        EmbeddingsRequest,
+        "OpenAI embeddings (recorded; an OpenAI-dialect upstream only)",
     ),
     (
         "/v1/messages/count_tokens",

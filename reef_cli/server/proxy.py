@@ -319,6 +319,11 @@ class Proxy:
     async def responses(self, request: Request) -> Response:
         return await self._inference(request, "responses")
 
+    async def embeddings(self, request: Request) -> Response:
+        """OpenAI's embeddings, relayed and recorded like a chat exchange (a receipt, the
+        release credited), so an agent that embeds through its base URL keeps working."""
+        return await self._inference(request, "embeddings")
+
     async def _payload(
         self, dialect: str, raw: bytes, body: dict[str, Any], scenario: str, same: bool
     ) -> bytes | Response:
@@ -326,7 +331,8 @@ class Proxy:
         dialect (``same``), else translated (Responses: via chat, its history prepended)."""
         up = self.upstream
         if same:
-            if up.model and body.get("model") != up.model:
+            # --upstream-model names the chat model: an embedding keeps the client's model
+            if up.model and dialect != "embeddings" and body.get("model") != up.model:
                 return _dumps({**body, "model": up.model})
             return raw
         if dialect == "anthropic":
@@ -388,6 +394,13 @@ class Proxy:
         if isinstance(admitted, Response):
             return self._refused(dialect, admitted, started)
         scenario, raw, body, create = admitted
+        up = self.upstream
+        if dialect == "embeddings" and not up.speaks(dialect):
+            message = (
+                f"the upstream speaks {up.dialect}, which has no embeddings API: point the "
+                "client's embeddings at an OpenAI-compatible server"
+            )
+            return self._refused(dialect, error_response(dialect, 400, message), started)
         try:
             tagged = tags_of(request.headers.raw)
         except TagInvalid as exc:
@@ -396,7 +409,6 @@ class Proxy:
         if isinstance(chain, Response):
             return self._refused(dialect, chain, started)
         release, note = chain.credit(request.headers.get(receipts.RELEASE_HEADER))
-        up = self.upstream
         same = up.speaks(dialect)
         payload = await self._payload(dialect, raw, body, scenario, same)
         if isinstance(payload, Response):

@@ -46,6 +46,7 @@ ROUTES = {
     "openai": "/v1/chat/completions",
     "anthropic": "/v1/messages",
     "responses": "/v1/responses",
+    "embeddings": "/v1/embeddings",
 }
 
 

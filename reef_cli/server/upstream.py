@@ -33,16 +33,26 @@ class Upstream:
         return "/v1/messages" if self.dialect == "anthropic" else "/v1/chat/completions"
 
     def speaks(self, dialect: str) -> bool:
-        """Whether a client's ``dialect`` goes to this upstream as is (else: translated)."""
-        return dialect == self.dialect or (dialect == "responses" and self.responses)
+        """Whether a client's ``dialect`` goes to this upstream as is (else: translated).
+        Embeddings go as is to an OpenAI-dialect upstream; there is nothing to translate
+        them to (the proxy refuses them for an Anthropic one)."""
+        return (
+            dialect == self.dialect
+            or (dialect == "responses" and self.responses)
+            or (dialect == "embeddings" and self.dialect == "openai")
+        )
 
     def path_for(self, dialect: str) -> str:
         """Where a request of the client's ``dialect`` goes."""
+        if dialect == "embeddings":
+            return "/v1/embeddings"
         return "/v1/responses" if dialect == "responses" and self.responses else self.inference_path
 
     def dialect_for(self, dialect: str) -> str:
         """The dialect the upstream answers a request of the client's ``dialect`` in."""
-        return "responses" if dialect == "responses" and self.responses else self.dialect
+        if dialect in ("responses", "embeddings") and self.speaks(dialect):
+            return dialect
+        return self.dialect
 
     def url(self, path: str, query: str = "") -> str:
         return self.base + path + (f"?{query}" if query else "")

@@ -141,7 +141,8 @@ class OpenClawRL:
         self.state["rewards"] = rewards
         sessions: dict[str, list[Record]] = {}
         for record in store.iter(scenario=scenario):
-            sessions.setdefault(record.session_id or f"\0{record.id}", []).append(record)
+            if record.is_turn:  # an embedding trains nothing
+                sessions.setdefault(record.session_id or f"\0{record.id}", []).append(record)
         fresh = [r for turns in sessions.values() for r in turns if r.id not in consumed]
         kept, counts = eligible(fresh, current_version, self.max_staleness)
         kept_ids = {r.id for r in kept}

@@ -80,7 +80,7 @@ class SAO:
     def batch(self, store: Store, scenario: str, current_version: str, consumed: set[str]) -> Batch:
         self._settle(consumed)
         scores = self.scores(store, scenario)
-        fresh = [r for r in store.iter(scenario=scenario) if r.id not in consumed]
+        fresh = [r for r in store.iter(scenario=scenario) if r.is_turn and r.id not in consumed]
         kept, counts = eligible(fresh, current_version, self.max_staleness)
         kept_ids = {r.id for r in kept}
         dropped = [r.id for r in fresh if settled(r) and r.id not in kept_ids]

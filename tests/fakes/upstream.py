@@ -103,6 +103,7 @@ class FakeUpstream:
                 Route("/v1/responses", self._responses, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
@@ -539,6 +540,23 @@ class FakeUpstream:
     async def _count(self, request: Request) -> Response:
         body = await self._record(request)
         return JSONResponse({"input_tokens": len(json.dumps(body.get("messages"))) // 4})
+
+    async def _embeddings(self, request: Request) -> Response:
+        """A vector per input: its length in characters and in words (deterministic)."""
+        body = await self._record(request)
+        given = body.get("input")
+        texts = [given] if isinstance(given, str) else [str(t) for t in given or []]
+        return JSONResponse(
+            {
+                "object": "list",
+                "model": body.get("model"),
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": [len(t), len(t.split())]}
+                    for i, t in enumerate(texts)
+                ],
+                "usage": {"prompt_tokens": sum(len(t.split()) for t in texts), "total_tokens": 0},
+            }
+        )
 
     async def _models(self, request: Request) -> Response:
         with self._lock:

@@ -111,7 +111,7 @@ CASES: dict[tuple[str, str], list[Send]] = {
         send("description", path="/reef/scenarios/team-b", json={"description": "other"}),
     ],
     ("POST", "/reef/train"): [
-        # this server runs no live loop: the main token's request is a 503, writing nothing
+        # this server runs no live loop: the main token's request is a 409, writing nothing
         send("scenario in the body", False, json={"scenario": "team-b"}),
         send("scenario in the header", False, json={}, headers=on("team-b")),
     ],
@@ -149,6 +149,10 @@ CASES: dict[tuple[str, str], list[Send]] = {
     ("POST", "/v1/responses"): [
         send("header names team-b", json=RESPONSES, headers=on("team-b")),
         send("the default scenario", json=RESPONSES),
+    ],
+    ("POST", "/v1/embeddings"): [
+        send("header names team-b", json={"model": "e", "input": "hi"}, headers=on("team-b")),
+        send("the default scenario", json={"model": "e", "input": "hi"}),
     ],
     ("POST", "/v1/messages/count_tokens"): [
         send("header names team-b", False, json=MESSAGES, headers=on("team-b")),

@@ -865,7 +865,7 @@ def test_train_without_a_live_loop_names_the_fix(make_stack) -> None:
     stack = make_stack("openai")
     scenarios.create("shop")
     r = httpx.post(stack.url + "/reef/train", json={"scenario": "shop"}, headers=AUTH)
-    assert r.status_code == 503 and "--recipe" in r.json()["error"]["hint"]
+    assert r.status_code == 409 and "--recipe" in r.json()["error"]["hint"]
 
 
 def test_a_training_mode_is_checked_where_it_is_set_and_read(tmp_path: Path) -> None:
