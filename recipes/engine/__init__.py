@@ -63,7 +63,7 @@ class EvolveRequest:
     (None: the configured model, else the embedded one)."""
 
     scenario: Scenario
-    recipe: str = "reefine"
+    recipe: str | Recipe = "reefine"  # a registered name, or one the flow built (a proposal)
     ask: str | None = None
     adapter: str = "pi"
     limits: BudgetLimits | None = None
@@ -83,7 +83,11 @@ def evolve(request: EvolveRequest) -> Outcome:
     and the task set chose and the budget, run the recipe and gate its candidate. Never
     raises a ``ReefError``: every end is an ``Outcome``."""
     try:
-        recipe = recipe_named(request.recipe, request.recipe_options)
+        recipe = (
+            recipe_named(request.recipe, request.recipe_options)
+            if isinstance(request.recipe, str)
+            else request.recipe
+        )
         check_tasks(recipe, request.tasks)
         settings = config.load_settings()
         own = recipe.limits(request.tasks)

@@ -30,7 +30,9 @@ import threading
 from typing import Any
 
 from recipes import engine, tasks
+from recipes.base import Recipe
 from recipes.engine import quickstart
+from recipes.proposal import Proposal
 from reef_cli.core import jobs, scenarios
 from reef_cli.core.scenarios import Scenario
 
@@ -110,11 +112,11 @@ def run_job(job: jobs.Job) -> jobs.Job:
     quickstart flow around a Reefine run."""
 
     def work(progress: jobs.Progress) -> dict[str, Any]:
-        def evolve(scenario: Scenario) -> engine.Outcome:
+        def evolve(scenario: Scenario, recipe: Recipe | None = None) -> engine.Outcome:
             return engine.evolve(
                 engine.EvolveRequest(
                     scenario=scenario,
-                    recipe=job.recipe,
+                    recipe=recipe if recipe is not None else job.recipe,
                     ask=job.ask,
                     adapter=job.adapter or "pi",
                     tasks=tasks.for_scenario(scenario),
@@ -127,6 +129,9 @@ def run_job(job: jobs.Job) -> jobs.Job:
         if job.flow == "quickstart":
             done = quickstart.run(job.scenario, job.ask or "", evolve=evolve)
             return {**done.outcome.to_json(), "quickstart": done.to_json()}
+        if job.flow == "proposal":
+            proposed = Proposal(job.options.get("files") or {}, job.ask or "")
+            return evolve(scenarios.get(job.scenario), proposed).to_json()
         return evolve(scenarios.get(job.scenario)).to_json()
 
     return jobs.execute(job, work)

@@ -25,7 +25,8 @@ from reef_cli.core.errors import ReefError
 log = logging.getLogger("reef.jobs")
 
 ACTIVE = ("queued", "running")
-FLOWS = ("evolve", "quickstart")
+FLOWS = ("evolve", "quickstart", "proposal")
+PROPOSAL_RECIPE = "proposal"  # recipes/proposal.py: a change someone wrote, gated as is
 QUICKSTART_RECIPE = "reefine"  # the quickstart flow evolves its ask with Reefine
 
 
@@ -57,7 +58,8 @@ class Job:
     origin: str = "api"  # api (POST /reef/evolve) | live-loop | train (POST /reef/train)
     owner: str = ""  # the replica that runs it (replica_id()); "" in jobs from before
     # evolve: the recipe on the scenario; quickstart: recipes.engine.quickstart's flow
-    # (the scenario and pi's install around a Reefine run)
+    # (the scenario and pi's install around a Reefine run); proposal: the change in
+    # ``options["files"]`` gated as is (POST /reef/harness/proposals; ``ask``: its reason)
     flow: str = "evolve"
 
     def to_json(self) -> dict[str, Any]:

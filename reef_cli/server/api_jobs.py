@@ -1,5 +1,6 @@
-"""Evolution jobs over HTTP (`POST /reef/evolve`, `GET /reef/jobs/{id}`) and the agent
-install script (`GET /reef/harness/install`)."""
+"""Evolution jobs over HTTP (`POST /reef/evolve`, `POST /reef/quickstart`,
+`POST /reef/harness/proposals`, `GET /reef/jobs/{id}`) and the agent install script
+(`GET /reef/harness/install`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,16 @@ from reef_cli.core import agents, jobs, plugins, scenarios
 from reef_cli.core.asks import QUICKSTART_ASK, check_ask
 from reef_cli.core.errors import ReefError, ServeError
 from reef_cli.core.names import check_name
+from reef_cli.core.publishing import gate_files
 from reef_cli.core.tokens import Grant
-from reef_cli.core.tree import Requires, parse_files
-from reef_cli.server.api import ERRORS, allow, grant_of
+from reef_cli.core.tree import Requires, name_problem, parse_files
+from reef_cli.server.api import ERRORS, Text, allow, grant_of
+
+
+class ProposalUnchanged(ReefError):
+    """A proposal that changes nothing in the served tree (HTTP 409)."""
+
+    http_status = 409
 
 
 class EvolveOptions(BaseModel):
@@ -70,6 +78,37 @@ def _registered(name: Callable[[], str]) -> str:
         raise ValueError(exc.one_line()) from None
 
 
+MAX_PROPOSAL_BYTES = 1024 * 1024  # a harness change, not a repository
+
+
+class ProposalIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    scenario: str | None = Field(None, max_length=64, description="default: x-reef-scenario")
+    reason: Text = Field(..., min_length=1, description="why: the judge holds it to this")
+    files: dict[str, str | None] = Field(
+        ...,
+        min_length=1,
+        max_length=200,
+        description="the served tree's changed paths: each one's new text, or null to "
+        'remove it (e.g. {"rules/tests.md": "Run the tests first.\\n"})',
+    )
+
+    @field_validator("files")
+    @classmethod
+    def _paths(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        for path in value:
+            parts = path.split("/")
+            if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise ValueError(f"{path[:200]!r} is not a relative path inside the tree")
+            problem = name_problem(path)
+            if problem is not None:
+                raise ValueError(problem)
+        size = sum(len(k) + len(v or "") for k, v in value.items())
+        if size > MAX_PROPOSAL_BYTES:
+            raise ValueError(f"the change is larger than {MAX_PROPOSAL_BYTES} characters")
+        return value
+
+
 class QuickstartIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ask: str = Field(QUICKSTART_ASK, max_length=100_000, description="what should change")
@@ -90,12 +129,13 @@ def _queue(
     options: dict[str, Any] | None = None,
     *,
     flow: str = "evolve",
+    publish: str = "auto",
 ) -> dict[str, Any]:
     """Create the job and hand it to this server's runner (``core.jobs``, the queue)."""
     worker = request.app.state.jobs
     if worker is None:
         raise ServeError("this server runs no jobs", "use the main `reef serve`")
-    job = jobs.create(scenario, recipe, ask, adapter, options, flow=flow)
+    job = jobs.create(scenario, recipe, ask, adapter, options, flow=flow, publish=publish)
     refused = jobs.submit(worker, job)
     if refused is not None:
         raise ServeError(f"job {job.id} failed: {refused}", "see the server's log")
@@ -141,6 +181,41 @@ def make_router() -> APIRouter:
             scenarios.get(body.scenario)  # a scenario token never creates one: 404
         ask = check_ask(body.ask)
         return _queue(request, body.scenario, jobs.QUICKSTART_RECIPE, ask, flow="quickstart")
+
+    @router.post("/reef/harness/proposals", tags=["evolve"], responses=ERRORS, status_code=202)
+    def propose(
+        request: Request, body: ProposalIn, grant: Grant = Depends(grant_of)
+    ) -> dict[str, Any]:
+        """Propose a change to the served tree (an agent's own edit): refused at once,
+        with nothing written, when the tree it makes breaks the tree rules or holds a
+        credential; else queued as a job that gates it like any candidate and, when it
+        passes, publishes it pending for review (`reef harness promote`, or reject)."""
+        scenario = _scenario(request, body.scenario)
+        allow(grant, scenario)
+        chain = scenarios.get(scenario).chain()
+        served = chain.served()
+        before = chain.files(served) if served else {}
+        after = dict(before)
+        for path, text in body.files.items():
+            if text is None:
+                after.pop(path, None)
+            else:
+                after[path] = text
+        if after == before:
+            raise ProposalUnchanged(
+                f"the served release of {scenario} already is this tree",
+                "change a file's text, or name one that exists to remove it",
+            )
+        gate_files(after).raise_if_blocked()  # a secret or a broken tree: 422, no job
+        return _queue(
+            request,
+            scenario,
+            jobs.PROPOSAL_RECIPE,
+            body.reason,
+            options={"files": body.files},
+            flow="proposal",
+            publish="review",
+        )
 
     @router.get("/reef/jobs/{job_id}", tags=["evolve"], responses=ERRORS)
     def job(job_id: str, grant: Grant = Depends(grant_of)) -> dict[str, Any]:

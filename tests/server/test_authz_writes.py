@@ -134,6 +134,17 @@ CASES: dict[tuple[str, str], list[Send]] = {
         send("scenario in the header", json={"ask": "answer tersely"}, headers=on("team-b")),
         send("the default scenario", False, json={"ask": "answer tersely"}),
     ],
+    ("POST", "/reef/harness/proposals"): [
+        send(
+            "scenario in the body",
+            json={"scenario": "team-b", "reason": "r", "files": {"rules/b.md": "be brief\n"}},
+        ),
+        send(
+            "scenario in the header",
+            json={"reason": "r", "files": {"rules/b.md": "be brief\n"}},
+            headers=on("team-b"),
+        ),
+    ],
     ("POST", "/reef/quickstart"): [
         send("scenario in the body", json={"scenario": "team-b"}),
         send("the default scenario", json={}),
