@@ -26,6 +26,17 @@ def draft_json(**overrides: Any) -> str:
     return json.dumps(draft)
 
 
+def junk_draft() -> str:
+    """A draft the quality gate refuses (template debris, hashtags): a job that reaches
+    the gate with it ends ``rejected`` without a trial."""
+    return draft_json(
+        name="tips",
+        description="Helpful tips #coding #tips",
+        body="Visit {{url}} for more. #coding #tips",
+        why="Because #123456#",
+    )
+
+
 def judgement(score: float = 0.9, reason: str = "It does what the request asks.") -> str:
     return json.dumps({"score": score, "reason": reason})
 

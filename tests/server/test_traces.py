@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from reef_cli.core import jobs, tracing
 from reef_cli.core.errors import ReefError
 from reef_cli.server.receipts import RECORD_HEADER
-from tests.fakes.scripted import Scripted, draft_json
+from tests.fakes.scripted import Scripted, junk_draft
 from tests.fakes.upstream import Turn
 from tests.server.conftest import ROUTE_BODIES, TOKEN
 
@@ -194,13 +194,7 @@ def test_a_request_and_an_evolve_job_reach_an_otlp_receiver(
     # the gate refuses
     monkeypatch.setenv("REEF_MODEL", "openai/scripted")
     monkeypatch.setenv("REEF_API_BASE", scripted.api_base)
-    junk = draft_json(
-        name="tips",
-        description="Helpful tips #coding #tips",
-        body="Visit {{url}} for more. #coding #tips",
-        why="Because #123456#",
-    )
-    scripted.push(junk, junk)
+    scripted.push(junk_draft(), junk_draft())
     job = run_job(jobs.create("qs", jobs.QUICKSTART_RECIPE, QUICKSTART_ASK, flow="quickstart"))
     assert job.state == "rejected", job.message
     tracing.flush()

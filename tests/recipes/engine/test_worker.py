@@ -25,7 +25,7 @@ from recipes.engine.worker import INTERRUPTED, NICE, Worker
 from reef_cli.core import jobs, scenarios, tokens
 from reef_cli.core.publishing import publish_files
 from reef_cli.core.tree import starter_tree
-from tests.fakes.scripted import Scripted, draft_json
+from tests.fakes.scripted import Scripted, draft_json, junk_draft
 
 WAIT = 60.0  # an upper bound for what happens by itself, never a timing claim
 
@@ -210,13 +210,7 @@ def test_a_quickstart_job_runs_the_quickstart_flow(
     monkeypatch.setenv("REEF_API_BASE", scripted.api_base)
     from reef_cli.core.asks import QUICKSTART_ASK
 
-    junk = draft_json(
-        name="tips",
-        description="Helpful tips #coding #tips",
-        body="Visit {{url}} for more. #coding #tips",
-        why="Because #123456#",
-    )
-    scripted.push(junk, junk)
+    scripted.push(junk_draft(), junk_draft())
     job = jobs.create("qs", jobs.QUICKSTART_RECIPE, QUICKSTART_ASK, flow="quickstart")
     ended = run_job(job)
     assert ended.state == "rejected", ended.message
