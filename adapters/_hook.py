@@ -34,7 +34,9 @@ MISSING = (
 )
 
 Notice = Callable[[str, int | None], tuple[str | None, str]]
-Answer = Callable[[dict[str, Any], str, int | None], str | None]
+# (config, prompt, installed release, the hook's event) -> the text that answers it, or
+# None: the prompt goes to the model
+Answer = Callable[[dict[str, Any], str, int | None, dict[str, Any]], str | None]
 
 
 # ----------------------------------------------------------------- install side
@@ -156,15 +158,16 @@ def session_start(config: dict[str, Any], notice: Notice, failed: str) -> dict[s
 def user_prompt_submit(
     config: dict[str, Any], event: dict[str, Any], answer: Answer, failed: str
 ) -> dict[str, Any] | None:
-    """``{"decision": "block", "reason": text}`` for a ``/versions`` prompt (the agent shows
-    the text and makes no model call); None for any other prompt."""
+    """``{"decision": "block", "reason": text}`` for a prompt Reef answers (``/versions``,
+    Claude Code's ``/evolve``: the agent shows the text and makes no model call); None for
+    any other prompt."""
     from adapters import _record
 
     prompt = event.get("prompt")
     if not isinstance(prompt, str):
         return None
     try:
-        text = answer(config, prompt, _record.release_of(Path(config["target"])))
+        text = answer(config, prompt, _record.release_of(Path(config["target"])), event)
     except Exception as exc:
         text = _explain(exc, failed)
     if text is None:

@@ -8,7 +8,8 @@ skills/<n>/...         ``skills/<n>/...`` (Agent Skills format, copied as is)
 commands/<n>.md        ``commands/<n>.md`` (frontmatter description, argument-hint)
 extensions/<n>.ts      skipped: pi only (listed in the install record as ``skipped``)
 reef.toml              not installed
-(Reef's own)           ``commands/versions.md``, hooks in ``settings.json``,
+(Reef's own)           ``commands/versions.md``, ``commands/evolve.md``, hooks in
+                       ``settings.json``,
                        ``.reef/hook.json`` (what the hook needs: scenario, target, REEF_HOME)
 =====================  ==========================================================
 """
@@ -30,7 +31,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 HOOK_CONFIG = _hook.CONFIG
 CLAUDE_MD = "CLAUDE.md"
 VERSIONS_COMMAND = "commands/versions.md"
-RESERVED_COMMANDS = frozenset({"versions"})
+EVOLVE_COMMAND = "commands/evolve.md"
+RESERVED_COMMANDS = frozenset({"versions", "evolve"})  # Reef's hook answers these two
 
 
 def versions_command(scenario: str) -> str:
@@ -44,10 +46,26 @@ def versions_command(scenario: str) -> str:
     return template.render(frontmatter=dump_frontmatter(head), scenario=scenario)
 
 
+def evolve_command(scenario: str) -> str:
+    head = {
+        "description": f'File an ask for Reef to change "{scenario}"\'s harness, e.g. '
+        "/evolve always run the tests first",
+        "argument-hint": "<what the agent should do differently>",
+        "disable-model-invocation": True,
+    }
+    template = _render.environment(TEMPLATES).get_template("evolve_command.j2")
+    return template.render(frontmatter=dump_frontmatter(head))
+
+
 def hook_command(event_arg: str, config: Path, reef: str | None = None) -> str:
     """The shell command Claude Code runs for one hook event (``adapters._hook.command``)."""
     return _hook.command(
-        "claude-code", event_arg, config, reef, versions="/versions", typed="/versions"
+        "claude-code",
+        event_arg,
+        config,
+        reef,
+        versions="/versions, /evolve",
+        typed="/(versions|evolve)",
     )
 
 
@@ -70,7 +88,7 @@ def build_plan(
     if clash:
         raise InstallError(
             f"release r{release.number} has a command named {clash[0]!r}, which Reef's "
-            "/versions uses in Claude Code; nothing was installed",
+            f"/{clash[0]} uses in Claude Code; nothing was installed",
             f"rename commands/{clash[0]}.md in the harness tree and publish again",
         )
     plan = Plan(target=target)
@@ -78,6 +96,7 @@ def build_plan(
     for rel, text in owned.items():
         plan.own(rel, text)
     plan.own(VERSIONS_COMMAND, versions_command(release.scenario))
+    plan.own(EVOLVE_COMMAND, evolve_command(release.scenario))
     config = target / HOOK_CONFIG
     hook_config = _hook.config_text(
         "claude-code", release, target, routing, reef_home=reef_home, binary=binary, reef=reef

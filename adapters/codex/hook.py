@@ -19,6 +19,7 @@ The frame (stdin, config, dispatch, never failing the session) is ``adapters._ho
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 FAILED = "$versions failed ({}); try `reef-codex versions`"
 
@@ -27,8 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     from adapters import _hook
     from adapters.codex import versions
 
+    def answer(config: dict[str, Any], prompt: str, installed: int | None, _event: Any) -> Any:
+        return versions.answer(config, prompt, installed)
+
     return _hook.main(
-        argv, prog="reef hook codex", notice=versions.notice, answer=versions.answer, failed=FAILED
+        argv, prog="reef hook codex", notice=versions.notice, answer=answer, failed=FAILED
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from reef_cli.core.errors import AskRefused
 
@@ -18,6 +19,7 @@ __all__ = [
     "check_outgoing",
     "clarified",
     "clarifying_questions",
+    "file_ask",
 ]
 
 MAX_ASK_CHARS = 2000
@@ -91,3 +93,51 @@ def clarified(ask: str, answer: Callable[[str], str]) -> str:
         if reply:
             ask = check_ask(f"{ask}. {reply}")
     return ask
+
+
+# ------------------------------------------------------------------ asks filed in a session
+
+ASKS_DIR = "asks"  # under the state dir: one JSON file per ask an agent's /evolve filed
+
+
+def file_ask(
+    ask: str,
+    *,
+    scenario: str,
+    agent: str,
+    installed_release: int | None,
+    session: str | None,
+    cwd: str,
+    **extra: object,
+) -> Path:
+    """Keep an ask a person typed into an agent (``/evolve <ask>``) for `reef-<agent>
+    evolve`: checked like any ask first (a credential or a refused change is one line, and
+    nothing is written), then written atomically, private, as
+    ``<state dir>/asks/<time>-<pid>-<random>.json`` — the format pi's extension writes."""
+    import json
+    import os
+    import secrets as random
+    from datetime import UTC, datetime
+
+    from reef_cli.core import paths
+    from reef_cli.core.fsutil import atomic_write_text
+
+    text = check_ask(ask)
+    folder = paths.ensure_state_dir() / ASKS_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    now = datetime.now(UTC)
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    name = f"{stamp.replace(':', '-').replace('.', '-')}-{os.getpid()}-{random.token_hex(3)}"
+    record = {
+        "ask": text,
+        "scenario": scenario,
+        "installed_release": installed_release,
+        "agent": agent,
+        "reef_session": session,
+        **extra,
+        "cwd": cwd,
+        "created_at": stamp,
+    }
+    path = folder / f"{name}.json"
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n", 0o600)
+    return path

@@ -319,6 +319,50 @@ def test_hook_versions_list_show_install(
     assert run_hook("user-prompt-submit", config, {"prompt": "/versionsx"}, monkeypatch) is None
 
 
+def test_hook_evolve_files_the_ask_from_the_session(
+    chain: str, tmp_path: Path, monkeypatch: Any, reef_home: Path
+) -> None:
+    """``/evolve <ask>`` (issue 27): the hook files the ask in pi's format, private, with
+    Claude Code's session id, and answers before any model call; a refused ask is one line
+    and nothing is filed."""
+    target = tmp_path / "cfg"
+    install_release("claude-code", chain, ROUTING, "1", target)
+    assert "disable-model-invocation: true" in (target / "commands/evolve.md").read_text()
+    config = target / ".reef/hook.json"
+    event = {"prompt": "/evolve  always run the tests first", "session_id": "cc-42", "cwd": "/w"}
+    done = run_hook("user-prompt-submit", config, event, monkeypatch)
+    assert done is not None and done["decision"] == "block"
+    [filed] = sorted((reef_home / "asks").glob("*.json"))
+    assert str(filed) in done["reason"] and 'reef-claude evolve "always run' in done["reason"]
+    assert filed.stat().st_mode & 0o777 == 0o600
+    data = json.loads(filed.read_text())
+    assert (data["ask"], data["scenario"], data["agent"]) == (
+        "always run the tests first",
+        "demo",
+        "claude-code",
+    )
+    assert (data["installed_release"], data["reef_session"], data["cwd"]) == (1, "cc-42", "/w")
+
+    usage = run_hook("user-prompt-submit", config, {"prompt": "/evolve"}, monkeypatch)
+    assert usage is not None and usage["reason"].startswith("Usage: /evolve")
+    key = "gh" + "p_" + "a1B2c3D4e5F6" * 3
+    refused = run_hook(
+        "user-prompt-submit", config, {"prompt": f"/evolve use the token {key}"}, monkeypatch
+    )
+    assert refused is not None and refused["reason"].startswith("Reef: ")
+    assert key not in refused["reason"]
+    assert len(list((reef_home / "asks").glob("*.json"))) == 1  # nothing more was filed
+    assert run_hook("user-prompt-submit", config, {"prompt": "/evolved"}, monkeypatch) is None
+
+
+def test_a_release_with_its_own_evolve_command_is_refused(
+    adapter: ClaudeCodeAdapter, tmp_path: Path
+) -> None:
+    files = tree("r", extra={"commands/evolve.md": "---\ndescription: x\n---\nx\n"})
+    with pytest.raises(InstallError, match="Reef's /evolve"):
+        adapter.install(release(1, files), tmp_path / "c", ROUTING)
+
+
 def test_hook_command_runs_as_claude_code_would(
     adapter: ClaudeCodeAdapter, chain: str, tmp_path: Path
 ) -> None:

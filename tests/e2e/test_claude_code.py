@@ -150,6 +150,26 @@ def test_versions_commands_answer_without_any_model_call(
     assert rig.reef.records() == []
 
 
+def test_evolve_files_an_ask_without_a_model_call(
+    rig: Rig, fake_model: FakeModel, scenario_with_releases: Scenario, reef_home: Path
+) -> None:
+    """``/evolve <ask>`` in the real binary (issue 27): Reef's hook files the ask with
+    Claude Code's session and answers it; nothing reaches the model."""
+    rig.install("1")
+    before_upstream = len(fake_model.log)
+    done = rig.claude("/evolve always run the tests first").stdout
+    [filed] = sorted((reef_home / "asks").glob("*.json"))
+    assert str(filed) in done and 'reef-claude evolve "always run the tests first"' in done
+    data = json.loads(filed.read_text())
+    assert (data["ask"], data["scenario"], data["agent"]) == (
+        "always run the tests first",
+        "e2e",
+        "claude-code",
+    )
+    assert data["installed_release"] == 1 and data["reef_session"]
+    assert len(fake_model.log) == before_upstream and rig.reef.records() == []
+
+
 def test_next_session_gets_the_update_notice(
     rig: Rig, fake_model: FakeModel, scenario_with_releases: Scenario
 ) -> None:
