@@ -79,30 +79,48 @@ def _usage_chunk(cid: str, usage: dict[str, Any]) -> bytes:
 async def _generate_in_thread(
     messages: list[dict[str, str]], max_tokens: int, temperature: float
 ) -> AsyncIterator[str]:
-    """Token texts as llama.cpp produces them, from a worker thread."""
+    """Token texts as llama.cpp produces them, from a worker thread. A reader that goes
+    away (the client hung up, so this generator is closed) stops the decoding at the next
+    token: the thread closes the engine's stream, which frees the model (the sequential
+    path's lock, the batched path's slot) for the requests still waiting."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue()
+    gone = threading.Event()
+
+    def put(item: str | BaseException | None) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the server's loop has closed: nobody reads any more
+            gone.set()
 
     def work() -> None:
+        parts = embedded_engine.chat_stream(
+            messages, max_tokens=max_tokens, temperature=temperature
+        )
         try:
-            for part in embedded_engine.chat_stream(
-                messages, max_tokens=max_tokens, temperature=temperature
-            ):
+            for part in parts:
+                if gone.is_set():
+                    return
                 delta = part["choices"][0].get("delta", {}).get("content")
                 if delta:
-                    loop.call_soon_threadsafe(queue.put_nowait, delta)
-            loop.call_soon_threadsafe(queue.put_nowait, None)
+                    put(delta)
+            put(None)
         except BaseException as exc:  # surfaced to the caller below
-            loop.call_soon_threadsafe(queue.put_nowait, exc)
+            put(exc)
+        finally:
+            parts.close()
 
-    threading.Thread(target=work, daemon=True).start()
-    while True:
-        item = await queue.get()
-        if item is None:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    threading.Thread(target=work, name="reef-embedded-stream", daemon=True).start()
+    try:
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        gone.set()
 
 
 async def chat_completions(request: Request) -> Response:
