@@ -1,6 +1,6 @@
 """What ``/evolve <ask>`` does inside Claude Code: the hook files the ask from the session
 (``core.asks.file_ask``, the format pi's extension writes) and answers before any model
-call; `reef-claude evolve "<ask>"` queues it on `reef serve`."""
+call; `reef-claude evolve --filed` queues it on `reef serve`."""
 
 from __future__ import annotations
 
@@ -34,7 +34,5 @@ def answer(
         transcript=event.get("transcript_path"),
         cwd=str(event.get("cwd") or os.getcwd()),
     )
-    return (
-        f"Reef: saved your ask for {scenario} to {path}. "
-        f'`reef-claude evolve "{" ".join(ask.split())}"` queues it on reef serve.'
-    )
+    queue = "`reef-claude evolve --filed` queues it on reef serve"
+    return f"Reef: saved your ask for {scenario} to {path}. {queue}."

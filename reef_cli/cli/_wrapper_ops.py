@@ -135,6 +135,27 @@ def report_last_session(
             raise
 
 
+def submit_filed(adapter_name: str, scenario: str, wait: bool) -> list[dict[str, Any]]:
+    """Each ask the agent's ``/evolve`` filed for ``scenario``, oldest first, as a job
+    (``submit_evolve``); a sent ask moves to ``asks/sent/`` with its job's id. An ask
+    refused now (say the policy changed) stops the run there, the rest kept for later."""
+    from reef_cli.core.asks import check_ask, filed_asks, mark_sent
+    from reef_cli.core.errors import ReefError
+
+    found = filed_asks(scenario, adapter_name)
+    if not found:
+        raise ReefError(
+            f"no ask filed for {scenario} by {adapter_name}'s /evolve",
+            "type /evolve <ask> in the agent, or pass the ask here",
+        )
+    jobs = []
+    for path, data in found:
+        job = submit_evolve(adapter_name, scenario, check_ask(str(data["ask"])), wait)
+        mark_sent(path, str(job["id"]))
+        jobs.append(job)
+    return jobs
+
+
 def submit_evolve(adapter_name: str, scenario: str, ask: str, wait: bool) -> dict[str, Any]:
     from reef_cli.cli._output import console
     from reef_cli.cli._output import markup as m  # what the server answers is data

@@ -192,8 +192,18 @@ class Wrapper:
 
         @app.command()
         def evolve(
-            ask: Annotated[str, typer.Argument(help="What should change, in a sentence.")],
+            ask: Annotated[
+                str | None, typer.Argument(help="What should change, in a sentence.")
+            ] = None,
             scenario: ScenarioOpt = None,
+            filed: Annotated[
+                bool,
+                typer.Option(
+                    "--filed",
+                    help="Send the asks this agent's /evolve filed for the scenario, oldest "
+                    "first, instead of ASK.",
+                ),
+            ] = False,
             wait: Annotated[bool, typer.Option("--wait", help="Wait for the release.")] = False,
             yes: Annotated[
                 bool, typer.Option("--yes", "-y", help="Ask no clarifying questions.")
@@ -201,9 +211,19 @@ class Wrapper:
         ) -> None:
             """Hand an ask to the Reefine recipe: it runs in `reef serve` and trials the
             change on this wrapper's agent."""
-            from reef_cli.cli._wrapper_ops import submit_evolve
+            from reef_cli.cli._wrapper_ops import submit_evolve, submit_filed
             from reef_cli.core.asks import check_ask, clarified
+            from reef_cli.core.errors import ReefError
 
+            if filed == (ask is not None):
+                raise ReefError(
+                    "give an ask, or --filed for the asks /evolve filed (not both)",
+                    f'{self.prog} evolve "always run the tests first", or '
+                    f"{self.prog} evolve --filed",
+                )
+            if ask is None:
+                submit_filed(self.adapter, self.scenario(scenario), wait)
+                return
             if yes or not sys.stdin.isatty():
                 ask = check_ask(ask)  # refused here, before a serve starts
             else:

@@ -20,6 +20,8 @@ __all__ = [
     "clarified",
     "clarifying_questions",
     "file_ask",
+    "filed_asks",
+    "mark_sent",
 ]
 
 MAX_ASK_CHARS = 2000
@@ -141,3 +143,43 @@ def file_ask(
     path = folder / f"{name}.json"
     atomic_write_text(path, json.dumps(record, indent=2) + "\n", 0o600)
     return path
+
+
+def filed_asks(scenario: str, agent: str) -> list[tuple[Path, dict[str, object]]]:
+    """The asks ``agent``'s ``/evolve`` filed for ``scenario`` and nobody sent yet, oldest
+    first, each with its file. A file that cannot be read as an ask is left where it is."""
+    import json
+
+    from reef_cli.core import paths
+
+    folder = paths.state_dir() / ASKS_DIR
+    out: list[tuple[Path, dict[str, object]]] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("ask"), str)
+            and data.get("scenario") == scenario
+            and data.get("agent") == agent
+        ):
+            out.append((path, data))
+    return out
+
+
+def mark_sent(path: Path, job: str) -> Path:
+    """Move a filed ask to ``asks/sent/``, with the id of the job it became: it is not
+    sent twice, and what each ask became stays findable."""
+    import json
+
+    from reef_cli.core.fsutil import atomic_write_text
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    sent = path.parent / "sent"
+    sent.mkdir(mode=0o700, exist_ok=True)
+    target = sent / path.name
+    atomic_write_text(target, json.dumps({**data, "job": job}, indent=2) + "\n", 0o600)
+    path.unlink()
+    return target

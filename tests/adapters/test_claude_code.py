@@ -333,7 +333,7 @@ def test_hook_evolve_files_the_ask_from_the_session(
     done = run_hook("user-prompt-submit", config, event, monkeypatch)
     assert done is not None and done["decision"] == "block"
     [filed] = sorted((reef_home / "asks").glob("*.json"))
-    assert str(filed) in done["reason"] and 'reef-claude evolve "always run' in done["reason"]
+    assert str(filed) in done["reason"] and "reef-claude evolve --filed" in done["reason"]
     assert filed.stat().st_mode & 0o777 == 0o600
     data = json.loads(filed.read_text())
     assert (data["ask"], data["scenario"], data["agent"]) == (

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from reef_cli.core import agents, scenarios
 from reef_cli.core.publishing import publish_files
@@ -91,3 +93,57 @@ def test_report_id_follows_the_session_and_its_receipts() -> None:
     assert first != report_id("pi", "demo", "s2", receipts)
     assert first != report_id("pi", "demo", "s1", receipts[:1])
     assert first != report_id("claude-code", "demo", "s1", receipts)
+
+
+# ------------------------------------------------------------ evolve --filed
+
+
+def test_evolve_needs_an_ask_or_filed_and_says_so(reef_home: Path) -> None:
+    scenarios.create("team")
+    env = {"REEF_SCENARIO": "team"}
+    none = run("reef-pi", "evolve", "--filed", env=env)
+    assert none.returncode == 1 and "Traceback" not in none.stderr
+    assert "no ask filed for team by pi's /evolve" in none.stderr + none.stdout
+    both = run("reef-pi", "evolve", "be brief", "--filed", env=env)
+    assert both.returncode == 1 and "not both" in both.stderr + both.stdout
+    neither = run("reef-pi", "evolve", env=env)
+    assert neither.returncode == 1 and "reef-pi evolve --filed" in neither.stderr + neither.stdout
+
+
+def test_filed_asks_become_jobs_oldest_first_and_move_to_sent(
+    reef_home: Path, monkeypatch: Any
+) -> None:
+    import httpx
+
+    from reef_cli.cli import _wrapper_ops
+    from reef_cli.core.asks import file_ask, filed_asks
+    from reef_cli.core.tokens import TokenSet
+    from reef_cli.server.app import create_app
+    from reef_cli.server.serve_config import ServeConfig
+    from tests.fakes.jobs import KeptJobs
+    from tests.fakes.server_thread import ServerThread
+
+    scenarios.create("team")
+    common = {"scenario": "team", "installed_release": 1, "session": "s", "cwd": "/w"}
+    first = file_ask("always run the tests first", agent="pi", **common)
+    second = file_ask("explain the root cause before fixing", agent="pi", **common)
+    other = file_ask("answer tersely", agent="claude-code", **common)
+    runner = KeptJobs()
+    config = ServeConfig(upstream="http://127.0.0.1:9/v1")
+    with ServerThread(create_app(config, tokens=TokenSet("reef_t0ken_abc", []), jobs=runner)) as up:
+        monkeypatch.setattr(
+            _wrapper_ops,
+            "_client",
+            lambda: (httpx.Client(base_url=up.url), {"authorization": "Bearer reef_t0ken_abc"}),
+        )
+        sent = _wrapper_ops.submit_filed("pi", "team", wait=False)
+    assert [j.ask for j in runner.jobs] == [
+        "always run the tests first",
+        "explain the root cause before fixing",
+    ]
+    assert [j["id"] for j in sent] == [j.id for j in runner.jobs]
+    assert not first.exists() and not second.exists() and other.exists()
+    moved = json.loads((first.parent / "sent" / first.name).read_text())
+    assert moved["job"] == runner.jobs[0].id and moved["ask"] == "always run the tests first"
+    assert filed_asks("team", "pi") == []  # sent once, never again
+    assert [p for p, _ in filed_asks("team", "claude-code")] == [other]
