@@ -53,6 +53,8 @@ class Context:
     # how many test tasks the gate evaluates on (None: no task set; a recipe's own replay
     # tasks are used), so a recipe can tell when the gate could never publish
     held_out: int | None = None
+    # how many ``run_task`` calls are worth making at once (the embedded model's slots)
+    parallelism: int = 1
 
 
 @dataclass

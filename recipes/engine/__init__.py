@@ -26,7 +26,7 @@ from recipes import quality
 from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
 from recipes.engine.gate import Gated, Outcome, QualityGate, decide
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet
-from recipes.tasks.runners import ANSWER_TOKENS
+from recipes.tasks.runners import ANSWER_TOKENS, parallelism
 from reef_cli.core import config, plugins
 from reef_cli.core.budget import DEFAULT_LIMITS, BudgetLimits, resolve_limits
 from reef_cli.core.checks import Check
@@ -307,6 +307,7 @@ def run(
         tasks=search,
         run_task=search_only(task_runner.run_task) if task_runner is not None else None,
         held_out=len(held_out.tasks) if held_out is not None else None,
+        parallelism=parallelism(task_runner) if task_runner is not None else 1,
     )
     gate = QualityGate(
         judge or model,

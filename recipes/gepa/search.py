@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -164,6 +166,7 @@ class ReefAdapter:
         *,
         greedy: bool = False,
         complaint: Callable[[Task], str | None] = complaint_of,
+        workers: int = 1,
     ) -> None:
         self.layout = layout
         self.run_task = run_task
@@ -171,7 +174,9 @@ class ReefAdapter:
         self.progress = progress
         self.greedy = greedy
         self.complaint = complaint
+        self.workers = max(1, workers)  # task runs sent at once (the model's slots)
         self.cache: dict[tuple[str, str], Trace] = {}
+        self._lock = threading.Lock()  # the meter and progress, updated by each run
 
     def evaluate(
         self, batch: list[Task], candidate: dict[str, str], capture_traces: bool = False
@@ -181,31 +186,46 @@ class ReefAdapter:
     def run_batch(
         self, batch: list[Task], files: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch[Trace, str]:
-        """``batch`` on the tree ``files``; only the runs not in the cache are metered."""
+        """``batch`` on the tree ``files``; only the runs not in the cache are metered.
+        With ``workers`` > 1 the runs not in the cache go out that many at once (the
+        embedded model decodes them together); the results keep the batch's order, and a
+        run that ends the search stops it once the runs in flight are back."""
         key = tree_hash(files) if self.greedy else None
-        fresh = [t for t in batch if key is None or (key, t.id) not in self.cache]
-        self.meter.reserve(len(fresh))
-        outputs: list[str] = []
-        scores: list[float] = []
-        traces: list[Trace] = []
-        made = 0
+        known: dict[str, Trace] = {}
+        fresh: list[Task] = []
         for task in batch:
-            trace = self.cache.get((key, task.id)) if key is not None else None
-            if trace is not None:
-                self.meter.saved += 1
-            else:
-                trace = self._run(files, task)
-                made += 1
-                if key is not None and trace["score"] is not None:
-                    self.cache[(key, task.id)] = trace
-            outputs.append(trace["answer"])
-            scores.append(0.0 if trace["score"] is None else float(trace["score"]))
-            traces.append(trace)
+            cached = self.cache.get((key, task.id)) if key is not None else None
+            if cached is not None:
+                known[task.id] = cached
+            elif key is None or all(t.id != task.id for t in fresh):
+                fresh.append(task)
+        self.meter.reserve(len(fresh))
+        if self.workers > 1 and len(fresh) > 1:
+            with ThreadPoolExecutor(
+                min(self.workers, len(fresh)), thread_name_prefix="reef-gepa"
+            ) as pool:
+                made = list(pool.map(lambda task: self._run(files, task), fresh))
+        else:
+            made = [self._run(files, task) for task in fresh]
+        if key is None:  # every task of the batch ran, in its order
+            traces = made
+        else:
+            ran = dict(zip((t.id for t in fresh), made, strict=True))
+            for task_id, trace in ran.items():
+                if trace["score"] is not None:
+                    self.cache[(key, task_id)] = trace
+            traces = []
+            for i, task in enumerate(batch):
+                if task.id in known or any(t.id == task.id for t in batch[:i]):
+                    self.meter.saved += 1  # from the cache, or a repeat within the batch
+                traces.append(known[task.id] if task.id in known else ran[task.id])
+        outputs = [trace["answer"] for trace in traces]
+        scores = [0.0 if trace["score"] is None else float(trace["score"]) for trace in traces]
         return EvaluationBatch(
             outputs=outputs,
             scores=scores,
             trajectories=traces if capture_traces else None,
-            num_metric_calls=made,
+            num_metric_calls=len(made),
         )
 
     def _run(self, files: dict[str, str], task: Task) -> Trace:
@@ -216,10 +236,11 @@ class ReefAdapter:
         except Exception as exc:  # BudgetExceeded, a sandbox failure, a bug: kept
             self.meter.fail(exc)
             raise _Ended(str(exc)) from exc
-        self.meter.used += 1
-        if run.score is None:
-            self.meter.outages += 1
-        self.progress(self.meter.used)
+        with self._lock:
+            self.meter.used += 1
+            if run.score is None:
+                self.meter.outages += 1
+            self.progress(self.meter.used)
         return {
             "task": task.id,
             "prompt": task.prompt,
@@ -368,7 +389,13 @@ def search(ctx: Context, options: GepaOptions) -> list[Candidate]:
 
     reflector = Reflector(ctx.model, meter.fail, lambda message: ctx.progress(message, None))
     adapter = ReefAdapter(
-        layout, ctx.run_task, meter, progress, greedy=greedy, complaint=heard.complaint
+        layout,
+        ctx.run_task,
+        meter,
+        progress,
+        greedy=greedy,
+        complaint=heard.complaint,
+        workers=ctx.parallelism,
     )
     result: GEPAResult[str, int] | None = None
     served_val: float | None = None

@@ -10,6 +10,7 @@ finding the marker rule, and every number below is known in advance.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -222,6 +223,40 @@ def test_a_batch_past_the_limit_is_refused_before_any_of_it_runs() -> None:
     with pytest.raises(_Refused):
         adapter.evaluate(batch, layout.seed)
     assert len(ran) == meter.used == 3 and meter.refused == 1 and meter(None) is True
+
+
+def test_a_batch_goes_out_as_many_at_once_as_the_model_decodes_and_keeps_its_order() -> None:
+    """Issue 25: with the model's slots (``Context.parallelism``) a batch's runs not in
+    the cache go out together; the answers come back in the batch's order, each metered
+    once, and a task repeated in the batch (greedy) runs once."""
+    lock = threading.Lock()
+    in_flight, most, ran = [0], [0], []
+    both_in = threading.Barrier(2, timeout=30)  # two runs in flight at once, or it fails
+
+    def run_task(files: dict[str, str], task: Task) -> TaskRun:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+            ran.append(task.id)
+        if len(ran) <= 2:
+            both_in.wait()
+        with lock:
+            in_flight[0] -= 1
+        return TaskRun(1.0, f"answer of {task.id}", "ok")
+
+    meter = Meter(max_calls=20, step_cost=3)
+    layout = Layout.of(starter_tree().files())
+    used: list[int] = []
+    adapter = ReefAdapter(layout, run_task, meter, used.append, greedy=True, workers=4)
+    tasks = sums().split("train")[:3]
+    batch = [tasks[0], tasks[1], tasks[2], tasks[0]]
+    result = adapter.evaluate(batch, layout.seed)
+    assert most[0] >= 2
+    assert result.outputs == [f"answer of {t.id}" for t in batch]
+    assert sorted(ran) == sorted(t.id for t in tasks) and meter.used == 3 == result.num_metric_calls
+    assert sorted(used) == [1, 2, 3]
+    again = adapter.evaluate(batch, layout.seed)  # all from the cache now
+    assert again.outputs == result.outputs and again.num_metric_calls == 0 and meter.used == 3
 
 
 def test_a_format_gain_that_loses_the_substance_is_vetoed(model: Sums) -> None:
