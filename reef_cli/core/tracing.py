@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from reef_cli.core.errors import ReefError
+from reef_cli.core.errors import ExtraMissing
 
 log = logging.getLogger("reef.tracing")
 
@@ -32,8 +32,8 @@ _tracer: Any = None
 _checked = False
 
 
-class TracingUnavailable(ReefError):
-    """An OTLP endpoint is configured but the SDK is not installed."""
+class TracingUnavailable(ExtraMissing):
+    """An OTLP endpoint is configured but the SDK (``reef[otel]``) is not installed."""
 
 
 def wanted() -> bool:
