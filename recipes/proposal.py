@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from recipes.base import Candidate, Change, Context
 from recipes.tasks import TaskSet
 from reef_cli.core.budget import BudgetLimits
-from reef_cli.core.tree import KINDS
+from reef_cli.core.tree import KINDS, with_changes
 
 NAME = "proposal"
 
@@ -45,12 +45,7 @@ class Proposal:
         return None
 
     def propose(self, ctx: Context) -> list[Candidate]:
-        tree = dict(ctx.incumbent)
-        for path, text in self.files.items():
-            if text is None:
-                tree.pop(path, None)
-            else:
-                tree[path] = text
+        tree = with_changes(ctx.incumbent, self.files)
         if tree == ctx.incumbent:
             ctx.nothing_new = True  # the served tree already is this
             return []

@@ -142,6 +142,18 @@ class HarnessTree(BaseModel):
         }
 
 
+def with_changes(files: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """``files`` with each changed path's new text, or without it where the text is None
+    (a proposal's change, POST /reef/harness/proposals)."""
+    tree = dict(files)
+    for path, text in changes.items():
+        if text is None:
+            tree.pop(path, None)
+        else:
+            tree[path] = text
+    return tree
+
+
 def content_hash(files: Mapping[str, str]) -> str:
     """sha256 over sorted (path, text) pairs: equal trees hash equal, whatever the order."""
     digest = hashlib.sha256()

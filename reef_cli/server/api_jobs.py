@@ -19,7 +19,7 @@ from reef_cli.core.errors import ReefError, ServeError
 from reef_cli.core.names import check_name
 from reef_cli.core.publishing import gate_files
 from reef_cli.core.tokens import Grant
-from reef_cli.core.tree import Requires, name_problem, parse_files
+from reef_cli.core.tree import Requires, name_problem, parse_files, with_changes
 from reef_cli.server.api import ERRORS, Text, allow, grant_of
 
 
@@ -195,12 +195,7 @@ def make_router() -> APIRouter:
         chain = scenarios.get(scenario).chain()
         served = chain.served()
         before = chain.files(served) if served else {}
-        after = dict(before)
-        for path, text in body.files.items():
-            if text is None:
-                after.pop(path, None)
-            else:
-                after[path] = text
+        after = with_changes(before, body.files)
         if after == before:
             raise ProposalUnchanged(
                 f"the served release of {scenario} already is this tree",
