@@ -35,26 +35,36 @@ EVOLVE_COMMAND = "commands/evolve.md"
 RESERVED_COMMANDS = frozenset({"versions", "evolve"})  # Reef's hook answers these two
 
 
-def versions_command(scenario: str) -> str:
+def _own_command(template: str, scenario: str, description: str, hint: str) -> str:
+    """One of Reef's own command files: known to Claude Code, hidden from the model (the
+    hook answers it before any model call)."""
     head = {
-        "description": f'Reef releases of "{scenario}": /versions, /versions N '
-        "(what changed and why), /versions N install",
-        "argument-hint": "[N] [install]",
+        "description": description,
+        "argument-hint": hint,
         "disable-model-invocation": True,
     }
-    template = _render.environment(TEMPLATES).get_template("versions_command.j2")
-    return template.render(frontmatter=dump_frontmatter(head), scenario=scenario)
+    page = _render.environment(TEMPLATES).get_template(template)
+    return page.render(frontmatter=dump_frontmatter(head), scenario=scenario)
+
+
+def versions_command(scenario: str) -> str:
+    return _own_command(
+        "versions_command.j2",
+        scenario,
+        f'Reef releases of "{scenario}": /versions, /versions N (what changed and why), '
+        "/versions N install",
+        "[N] [install]",
+    )
 
 
 def evolve_command(scenario: str) -> str:
-    head = {
-        "description": f'File an ask for Reef to change "{scenario}"\'s harness, e.g. '
-        "/evolve always run the tests first",
-        "argument-hint": "<what the agent should do differently>",
-        "disable-model-invocation": True,
-    }
-    template = _render.environment(TEMPLATES).get_template("evolve_command.j2")
-    return template.render(frontmatter=dump_frontmatter(head))
+    return _own_command(
+        "evolve_command.j2",
+        scenario,
+        f'File an ask for Reef to change "{scenario}"\'s harness, e.g. /evolve always run '
+        "the tests first",
+        "<what the agent should do differently>",
+    )
 
 
 def hook_command(event_arg: str, config: Path, reef: str | None = None) -> str:
