@@ -193,12 +193,14 @@ class ReefAdapter:
         key = tree_hash(files) if self.greedy else None
         known: dict[str, Trace] = {}
         fresh: list[Task] = []
+        asked: set[str] = set()  # greedy: a task repeated in the batch runs once
         for task in batch:
             cached = self.cache.get((key, task.id)) if key is not None else None
             if cached is not None:
                 known[task.id] = cached
-            elif key is None or all(t.id != task.id for t in fresh):
+            elif key is None or task.id not in asked:
                 fresh.append(task)
+                asked.add(task.id)
         self.meter.reserve(len(fresh))
         if self.workers > 1 and len(fresh) > 1:
             with ThreadPoolExecutor(
@@ -215,9 +217,11 @@ class ReefAdapter:
                 if trace["score"] is not None:
                     self.cache[(key, task_id)] = trace
             traces = []
-            for i, task in enumerate(batch):
-                if task.id in known or any(t.id == task.id for t in batch[:i]):
+            seen: set[str] = set()
+            for task in batch:
+                if task.id in known or task.id in seen:
                     self.meter.saved += 1  # from the cache, or a repeat within the batch
+                seen.add(task.id)
                 traces.append(known[task.id] if task.id in known else ran[task.id])
         outputs = [trace["answer"] for trace in traces]
         scores = [0.0 if trace["score"] is None else float(trace["score"]) for trace in traces]
