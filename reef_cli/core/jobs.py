@@ -149,6 +149,19 @@ def _active() -> list[Job]:
     return out
 
 
+def recent(limit: int = 100) -> list[Job]:
+    """The newest ``limit`` jobs of every replica, newest first (the console's list)."""
+    out = []
+    for data in reversed(store.shared().jobs()):
+        try:
+            out.append(Job(**_known(data)))
+        except TypeError:
+            continue
+        if len(out) >= limit:
+            break
+    return out
+
+
 def active(scenario: str | None = None) -> list[Job]:
     """Queued or running jobs (of ``scenario``, when given), on any replica."""
     return [j for j in _active() if scenario is None or j.scenario == scenario]

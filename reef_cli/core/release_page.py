@@ -393,10 +393,15 @@ def _chain(
 
 
 def render_page(
-    scenario: scenarios.Scenario | str, number: int, *, store: Store | None = None
+    scenario: scenarios.Scenario | str,
+    number: int,
+    *,
+    store: Store | None = None,
+    top: str = "",
 ) -> str:
     """The page of release ``number`` of ``scenario`` (``ReleaseNotFound`` if none); the
-    feedback section reads ``store`` (None: it opens the configured one)."""
+    feedback section reads ``store`` (None: it opens the configured one). ``top``: HTML
+    put first in the body (the console's navigation), trusted as given."""
     found_in = scenario if isinstance(scenario, scenarios.Scenario) else scenarios.get(scenario)
     chain = found_in.chain()
     release = chain.get(number)
@@ -427,7 +432,7 @@ def render_page(
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)} · Reef</title><style>{CSS}</style></head>"
-        "<body><main><header>"
+        f"<body>{top}<main><header>"
         f"<h1>{_e(name)} · {_e(release.tag)} {_badge(proposals.shown_status(release, states))}</h1>"
         f"<div>{_e(headline)}</div>"
         f'<div class="note">{_e(meta.get("created_at", ""))} · gate '

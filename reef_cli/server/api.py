@@ -18,6 +18,7 @@ from reef_cli.core.errors import AuthError, InvalidText, ReleaseNotFound
 from reef_cli.core.names import check_name
 from reef_cli.core.publishing import republish
 from reef_cli.core.publishing import rollback as rollback_release
+from reef_cli.core.releases import Release
 from reef_cli.core.reports import (
     ReportIn,
     ReportInvalid,
@@ -314,19 +315,7 @@ def make_router() -> APIRouter:
     ) -> dict[str, Any]:
         """Make a (pending) release live by publishing its content as a new live release."""
         body = body or PromoteIn(release=None, reason="")
-        chain = scenarios.get(scenario).chain()
-        if body.release is None:
-            latest = chain.latest()
-            if latest is None:
-                raise ReleaseNotFound("this scenario has no releases yet", "publish one first")
-            number = latest.number
-        else:
-            number = chain.get(body.release).number
-        release, _ = republish(
-            scenario, str(number), source="promote", reason=body.reason or f"promote r{number}"
-        )
-        request.app.state.releases.invalidate(scenario)
-        return release.to_json()
+        return promote_release(request.app.state, scenario, body.release, body.reason).to_json()
 
     @router.get("/reef/harness", tags=["releases"], responses=ERRORS)
     def harness(
@@ -369,6 +358,25 @@ def make_router() -> APIRouter:
         return HTMLResponse(html, headers={"content-security-policy": CSP})
 
     return router
+
+
+def promote_release(state: Any, scenario: str, number: int | None, reason: str = "") -> Release:
+    """Make release ``number`` (None: the latest) of ``scenario`` live by publishing its
+    content as a new release, and serve it from the next request. The API's promote and
+    the console's share it; the caller has authorised the scenario."""
+    chain = scenarios.get(scenario).chain()
+    if number is None:
+        latest = chain.latest()
+        if latest is None:
+            raise ReleaseNotFound("this scenario has no releases yet", "publish one first")
+        number = latest.number
+    else:
+        number = chain.get(number).number
+    release, _ = republish(
+        scenario, str(number), source="promote", reason=reason or f"promote r{number}"
+    )
+    state.releases.invalidate(scenario)
+    return release
 
 
 def _scenario_out(s: scenarios.Scenario) -> ScenarioOut:

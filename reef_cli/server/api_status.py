@@ -16,7 +16,8 @@ from reef_cli.core.tokens import Grant
 from reef_cli.server.api import ERRORS, grant_of
 
 
-def _scenario(found: scenarios.Scenario, loop: Any) -> dict[str, Any]:
+def scenario_status(found: scenarios.Scenario, loop: Any) -> dict[str, Any]:
+    """One scenario's served and latest release and its live loop's state."""
     chain = found.chain()
     served, latest = chain.served(), chain.latest()
     learning = learning_state.load(found.path)
@@ -52,7 +53,9 @@ def status(state: Any, grant: Grant) -> dict[str, Any]:
             "enabled": loop is not None,
             "recipe": loop.config.recipe if loop is not None else None,
         },
-        "scenarios": [_scenario(s, loop) for s in scenarios.list_all() if grant.allows(s.name)],
+        "scenarios": [
+            scenario_status(s, loop) for s in scenarios.list_all() if grant.allows(s.name)
+        ],
     }
     if whole:
         url = state.store.url

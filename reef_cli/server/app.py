@@ -25,6 +25,7 @@ from reef_cli.server import (
     api_jobs,
     api_learning,
     api_status,
+    console,
     inference_schema,
     metrics,
 )
@@ -196,6 +197,7 @@ def create_app(
     api_jobs.install(app)
     api_learning.install(app)
     api_status.install(app)
+    console.install(app)
     if counts is not None:
         metrics.install(app)
 

@@ -220,7 +220,8 @@ def _serve(
         target = f"the embedded model, in-process at {upstream.base}"
     announce(
         f"reef serve: http://{config.host}:{config.port} -> {target}; auth: {auth}; "
-        f"recording: {f'on ({app.state.store.url})' if config.record else 'off'}"
+        f"recording: {f'on ({app.state.store.url})' if config.record else 'off'}; "
+        f"console: http://{config.host}:{config.port}/reef/ui"
     )
     configure_logging(upstream.key, url.password_of(database_url()))
     from reef_cli.server import memory

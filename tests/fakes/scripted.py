@@ -105,11 +105,14 @@ class Scripted:
             e for e in self.inference() if isinstance(e.body, dict) and is_follow_request(e.body)
         ]
 
-    def push_judge(self, *scores: float | str) -> None:
+    def push_judge(self, *scores: float | str, stall: float = 0.0) -> None:
         """Answers for the judge's calls, in order (a float: a judgement with that score;
-        a string: the raw answer). With none left, a judge call takes the main script."""
+        a string: the raw answer), each after ``stall`` seconds. With none left, a judge
+        call takes the main script."""
         with self._lock:
-            self._judge.extend(Turn(text=s if isinstance(s, str) else judgement(s)) for s in scores)
+            self._judge.extend(
+                Turn(text=s if isinstance(s, str) else judgement(s), stall=stall) for s in scores
+            )
 
     def judge_calls(self) -> list[Any]:
         return [

@@ -232,6 +232,13 @@ class Store(ABC):
         gives it, its first record's time, the mean of its reports' scores (each report
         once) and how many there are. For the release page's accept curve: no bodies read."""
 
+    @abstractmethod
+    def release_scores(self, scenario: str) -> builtins.list[dict[str, Any]]:
+        """Per release ``scenario``'s records are credited to (oldest release first):
+        ``{"release", "records", "reports", "score"}`` — finished records, the scored
+        reports that reference them (each report once per release) and those reports'
+        mean score (None when there are none). For the console's by-release table."""
+
     # ------------------------------------------------------------ jobs and marks
 
     @abstractmethod

@@ -424,6 +424,42 @@ class SQLStore(Store):
         ]
         return out[::-1]
 
+    def release_scores(self, scenario: str) -> builtins.list[dict[str, Any]]:
+        counted = self._rows(
+            """SELECT release_id, COUNT(*) AS records FROM records
+               WHERE scenario = ? AND state != 'streaming'
+               GROUP BY release_id""",
+            (scenario,),
+        )
+        scored = self._rows(
+            """SELECT release_id, COUNT(*) AS reports, AVG(score) AS score
+               FROM (SELECT DISTINCT r.release_id AS release_id, p.id AS report_id,
+                            p.score AS score
+                     FROM reports p
+                     JOIN report_refs rr ON rr.report_id = p.id
+                     JOIN records r ON r.id = rr.record_id
+                     WHERE p.scenario = ? AND p.score IS NOT NULL
+                       AND r.scenario = ? AND r.state != 'streaming') credited
+               GROUP BY release_id""",
+            (scenario, scenario),
+        )
+        out: dict[Any, dict[str, Any]] = {
+            row["release_id"]: {
+                "release": row["release_id"],
+                "records": int(row["records"]),
+                "reports": 0,
+                "score": None,
+            }
+            for row in counted
+        }
+        for row in scored:
+            entry = out.setdefault(
+                row["release_id"],
+                {"release": row["release_id"], "records": 0, "reports": 0, "score": None},
+            )
+            entry["reports"], entry["score"] = int(row["reports"]), float(row["score"])
+        return sorted(out.values(), key=lambda e: (e["release"] is None, e["release"] or 0))
+
     # ------------------------------------------------------------ retention
 
     def sizes(self) -> builtins.list[ScenarioSize]:
