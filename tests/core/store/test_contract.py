@@ -258,6 +258,26 @@ def test_session_scores_mean_each_sessions_reports_once_in_its_scenario(store: S
     ]  # y's report names scenario t, but its record is in s: neither shows it
 
 
+def test_release_scores_count_records_and_each_report_once_per_release(store: Store) -> None:
+    a, b = rec(1, release_id=1), rec(2, release_id=1)
+    c, d = rec(3, release_id=2), rec(4, release_id=None)
+    streaming = rec(5, release_id=2, state="streaming")  # not finished: not counted
+    other = rec(6, scenario="t", release_id=1)
+    store.insert_many([a, b, c, d, streaming, other])
+    store.put_report(report_row([a.id, b.id], score=1.0))  # two records of r1: once
+    store.put_report(report_row([a.id], score=0.0))
+    store.put_report(report_row([c.id], score=None))  # no score: not a scored report
+    store.put_report(report_row([streaming.id], score=0.0))
+    store.put_report(replace(report_row([other.id], score=0.0), scenario="t"))
+    assert store.release_scores("s") == [
+        {"release": 1, "records": 2, "reports": 2, "score": 0.5},
+        {"release": 2, "records": 1, "reports": 0, "score": None},
+        {"release": None, "records": 1, "reports": 0, "score": None},
+    ]
+    assert store.release_scores("t") == [{"release": 1, "records": 1, "reports": 1, "score": 0.0}]
+    assert store.release_scores("empty") == []
+
+
 # ------------------------------------------------------------------ jobs, marks, locks
 
 
