@@ -10,20 +10,54 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from adapters.base import Transcript
 from recipes.tasks import Task, TaskRun, TaskSet
 from reef_cli.core.budget import Budget, BudgetLimits
 from reef_cli.core.errors import OptionInvalid
 from reef_cli.core.llm import ModelClient
+from reef_cli.core.records import Record
 
 Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
+# a model call's JSON body, as the agent sent it -> why to stop the agent (None: go on)
+Watch = Callable[[Any], "str | None"]
 RunTask = Callable[[dict[str, str], Task], TaskRun]  # (tree files, task) -> scored run
 Ask = Callable[[str], str]  # a clarifying question -> the person's answer
 
 
 def no_progress(_message: str, _fraction: float | None = None) -> None:
     return None
+
+
+@dataclass
+class AgentRun:
+    """One sandboxed agent run, the records its requests left, and why Reef stopped it
+    (a proposer's ``Watch`` said so; None: it ran to its own end or its time ran out)."""
+
+    transcript: Transcript
+    records: list[Record] = field(default_factory=list)
+    stopped: str | None = None
+
+
+class AgentSession(Protocol):
+    """The job's agent, for a recipe whose proposer is an agent (``drives_agent``):
+    ``run_in`` runs it once in the recipe's own folder, sandboxed, through the job's
+    recording gateway, its calls and tokens charged to the job's budget."""
+
+    @property
+    def agent(self) -> dict[str, str]: ...
+
+    def run_in(
+        self,
+        workdir: Path,
+        files: dict[str, str],
+        prompt: str,
+        *,
+        watch: Watch | None = None,
+        timeout: float = ...,
+    ) -> AgentRun: ...
 
 
 @dataclass
@@ -55,6 +89,8 @@ class Context:
     held_out: int | None = None
     # how many ``run_task`` calls are worth making at once (the embedded model's slots)
     parallelism: int = 1
+    # the job's agent, for a recipe that ``drives_agent`` (None for every other recipe)
+    agent: AgentSession | None = None
 
 
 @dataclass
@@ -66,6 +102,17 @@ class Change:
     path: str
     why: str
     summary: str
+
+    @classmethod
+    def of_path(cls, path: str, why: str, summary: str | None = None) -> Change:
+        """The change that writes ``path``, its kind and name read from the path
+        (``skills/tidy/SKILL.md``: the skill ``tidy``; a file outside the kinds: ``file``)."""
+        from reef_cli.core.tree import KINDS
+
+        top = path.split("/", 1)[0]
+        kind = top.removesuffix("s") if top in KINDS else "file"
+        name = path.split("/")[1] if top in KINDS and path.count("/") else path
+        return cls(kind, name.removesuffix(".md"), path, why, summary or f"writes {path}")
 
 
 @dataclass
@@ -90,6 +137,7 @@ class Recipe(Protocol):
     ``budget.DEFAULT_LIMITS``) — a search sizes them from the task set;
     ``trials``: its candidates run an agent trial (a probe built from the ask);
     ``requires_tasks``: it searches a task set (train, val; the gate judges on test);
+    ``drives_agent`` (optional, see ``drives_agent``): it runs the job's agent itself;
     ``settle(ctx, state)``: called once the job has ended ``state`` (e.g. to move a
     high-water mark only after ``published`` or a gate rejection)."""
 
@@ -104,6 +152,13 @@ class Recipe(Protocol):
     def revise(self, ctx: Context, candidate: Candidate, reasons: list[str]) -> list[Candidate]: ...
 
     def settle(self, ctx: Context, state: str) -> None: ...
+
+
+def drives_agent(recipe: object) -> bool:
+    """Whether ``recipe`` runs the job's agent itself (``Context.agent``: Meta-Harness's
+    proposer), so the job starts the agent's sandboxed gateway even without a trial. An
+    optional class attribute: a recipe written before it existed runs no agent of its own."""
+    return bool(getattr(recipe, "drives_agent", False))
 
 
 def refuse_unknown_options(recipe: str, given: Mapping[str, Any], known: Collection[str]) -> None:

@@ -15,18 +15,9 @@ from dataclasses import dataclass, field
 from recipes.base import Candidate, Change, Context
 from recipes.tasks import TaskSet
 from reef_cli.core.budget import BudgetLimits
-from reef_cli.core.tree import KINDS, with_changes
+from reef_cli.core.tree import with_changes
 
 NAME = "proposal"
-
-
-def _change(path: str, reason: str) -> Change:
-    top = path.split("/", 1)[0]
-    kind = top.removesuffix("s") if top in KINDS else "file"
-    name = path.split("/")[1] if top in KINDS and path.count("/") else path
-    return Change(
-        kind=kind, name=name.removesuffix(".md"), path=path, why=reason, summary=f"writes {path}"
-    )
 
 
 @dataclass
@@ -53,7 +44,7 @@ class Proposal:
         written = [p for p in changed if self.files[p] is not None]
         removed = [p for p in changed if self.files[p] is None]
         # the quality gate reads each change's text: a removed file has none to hold
-        changes = [_change(p, self.reason) for p in written]
+        changes = [Change.of_path(p, self.reason) for p in written]
         proposal = {"paths": changed, "written": written, "removed": removed, **self.evidence}
         return [
             Candidate(

@@ -23,7 +23,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from recipes import quality
-from recipes.base import Ask, Candidate, Context, Progress, Recipe, RunTask, no_progress
+from recipes.base import (
+    AgentSession,
+    Ask,
+    Candidate,
+    Context,
+    Progress,
+    Recipe,
+    RunTask,
+    drives_agent,
+    no_progress,
+)
 from recipes.engine.gate import Gated, Outcome, QualityGate, decide
 from recipes.tasks import DIRECT, DirectRunner, Task, TaskRun, TaskRunner, TaskSet
 from recipes.tasks.runners import ANSWER_TOKENS, parallelism
@@ -101,8 +111,14 @@ def evolve(request: EvolveRequest) -> Outcome:
         )
         judge = judge_client(settings, model)
         with runners(
-            request.scenario.name, request.adapter, request.tasks, model, judge, recipe.trials
-        ) as (trial_runner, task_runner, extra):
+            request.scenario.name,
+            request.adapter,
+            request.tasks,
+            model,
+            judge,
+            recipe.trials,
+            drives_agent(recipe),
+        ) as (trial_runner, task_runner, extra, agent):
             outcome = run(
                 request.scenario,
                 recipe,
@@ -113,6 +129,7 @@ def evolve(request: EvolveRequest) -> Outcome:
                 progress=request.progress,
                 runner=trial_runner,
                 task_runner=task_runner,
+                agent=agent,
                 tasks=request.tasks,
                 extra=extra,
                 judge=judge,
@@ -135,12 +152,15 @@ def runners(
     model: ModelClient,
     judge: ModelClient,
     trials: bool,
-) -> Iterator[tuple[Runner | None, TaskRunner | None, dict[str, Any]]]:
-    """(trial runner, task runner, evidence) for one job, and the gate's evaluation.
+    own_agent: bool = False,
+) -> Iterator[tuple[Runner | None, TaskRunner | None, dict[str, Any], AgentSession | None]]:
+    """(trial runner, task runner, evidence, the recipe's agent) for one job, and the
+    gate's evaluation.
 
-    The agent (``adapter``) runs a candidate's trial when ``trials`` (Reefine) and the
-    tasks when the task set names no other runner; ``runner: direct`` answers each task
-    with one model call and needs no agent (nor a sandbox) unless a trial does."""
+    The agent (``adapter``) runs a candidate's trial when ``trials`` (Reefine), the
+    tasks when the task set names no other runner, and the recipe's own runs when it
+    needs its ``own_agent`` (Meta-Harness's proposer); ``runner: direct`` answers each task
+    with one model call and needs no agent (nor a sandbox) unless one of those does."""
     import adapters
     from recipes.engine.trial import AgentRunner
 
@@ -154,13 +174,18 @@ def runners(
     extra: dict[str, Any] = {}
     if tasks is not None:
         extra["tasks"] = _describe_tasks(tasks, task_runner_name, direct)
-    if not trials and (task_runner_name == DIRECT or tasks is None):
-        yield None, direct, extra  # a recipe's own replay tasks run directly too
+    if not (trials or own_agent) and (task_runner_name == DIRECT or tasks is None):
+        yield None, direct, extra, None  # a recipe's own replay tasks run directly too
         return
     agent_name = task_runner_name if task_runner_name != DIRECT else adapter
     with AgentRunner(adapters.get(agent_name), scenario, model) as agent:
         task_runner: TaskRunner = direct if task_runner_name == DIRECT else agent
-        yield (agent if trials else None), task_runner, {"agent": agent.agent, **extra}
+        yield (
+            agent if trials else None,
+            task_runner,
+            {"agent": agent.agent, **extra},
+            agent if own_agent else None,
+        )
 
 
 def check_tasks(recipe: Recipe, tasks: TaskSet | None) -> None:
@@ -273,6 +298,7 @@ def run(
     progress: Progress = no_progress,
     runner: Runner | None = None,
     task_runner: TaskRunner | None = None,
+    agent: AgentSession | None = None,
     tasks: TaskSet | None = None,
     extra: dict[str, Any] | None = None,
     judge: ModelClient | None = None,
@@ -282,7 +308,8 @@ def run(
     """Run ``recipe`` and gate its candidate. ``runner`` runs a candidate's trial (None:
     no trial); ``task_runner`` (default: ``runner``) answers tasks: the recipe's search on
     the train/val splits and the gate's evaluation on the test split (None: no
-    evaluation, unless the candidate brings replay tasks, which run directly). ``judge``
+    evaluation, unless the candidate brings replay tasks, which run directly); ``agent``
+    is the recipe's own (``Context.agent``) when it ``drives_agent``. ``judge``
     scores model-written text and the trial's answer (default: ``model``) and passes at
     ``judge_threshold`` (default ``quality.DEFAULT_THRESHOLD``). ``publish="review"``
     holds a passing candidate as a pending release (a proposal) until `reef harness
@@ -308,6 +335,7 @@ def run(
         run_task=search_only(task_runner.run_task) if task_runner is not None else None,
         held_out=len(held_out.tasks) if held_out is not None else None,
         parallelism=parallelism(task_runner) if task_runner is not None else 1,
+        agent=agent,
     )
     gate = QualityGate(
         judge or model,

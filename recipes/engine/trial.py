@@ -24,13 +24,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sandbox
-from adapters.base import Adapter, Exit, Gateway, Transcript
-from recipes.base import Candidate
+from adapters.base import Adapter, Exit, Gateway
+from recipes.base import AgentRun, Candidate, Watch
 from recipes.tasks import Task, TaskRun, grade
 from reef_cli.core import tools
 from reef_cli.core.budget import Budget
@@ -55,12 +55,16 @@ REFUSED_STATUS = 402
 class BudgetGate:
     """ASGI middleware in front of a trial proxy: each model call the agent makes is
     counted against the job's call and time budget *before* it reaches the model; past
-    the budget the agent gets a 429 and the job stops."""
+    the budget the agent gets a 402 and the job stops. With a ``watch`` set (a proposer's
+    run), each call's body is shown to it first; a reason back stops the agent the same
+    way, and ``stopped`` keeps the first reason."""
 
     def __init__(self, app: ReefApp, budget: Budget) -> None:
         self.app, self.budget = app, budget
         self.state = app.state
         self.refused: BudgetExceeded | None = None
+        self.watch: Watch | None = None
+        self.stopped: str | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         path = scope.get("path", "")
@@ -70,22 +74,59 @@ class BudgetGate:
             and path.startswith("/v1/")
             and not path.endswith("/count_tokens")
         ):
+            if self.watch is not None:
+                receive, why = await self._watched(receive, self.watch)
+                if why is not None or self.stopped is not None:
+                    self.stopped = self.stopped or why
+                    await _refuse(send, f"stopped by Reef: {self.stopped}", "stopped")
+                    return
             try:
                 self.budget.before_call()
                 self.budget.charge(tokens=0, calls=1)
             except BudgetExceeded as exc:
                 self.refused = exc
-                body = json.dumps({"error": {"message": exc.message, "type": "budget"}}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": REFUSED_STATUS,
-                        "headers": [(b"content-type", b"application/json")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _refuse(send, exc.message, "budget")
                 return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _watched(receive: Any, watch: Watch) -> tuple[Any, str | None]:
+        """The body read whole and shown to ``watch``; a ``receive`` that replays it."""
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            why = watch(json.loads(body or b"null"))
+        except ValueError:
+            why = None  # not JSON: the proxy answers it as it would any bad body
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return replay, why
+
+
+async def _refuse(send: Any, message: str, kind: str) -> None:
+    body = json.dumps({"error": {"message": message, "type": kind}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": REFUSED_STATUS,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 @dataclass
@@ -158,14 +199,6 @@ def sandboxed(gateway_port: int) -> Any:
     return launch
 
 
-@dataclass
-class AgentRun:
-    """One sandboxed agent run and the records its requests left."""
-
-    transcript: Transcript
-    records: list[Record] = field(default_factory=list)
-
-
 class AgentRunner:
     """The engine's ``Runner`` for one job: the adapter's agent in the sandbox, through a
     private recording proxy to the job's model (``with AgentRunner(...) as runner``)."""
@@ -201,8 +234,6 @@ class AgentRunner:
     ) -> AgentRun:
         """Run the agent once on ``files`` in a fresh demo project (plus ``project``'s
         files, e.g. a task's tests); charge its tokens."""
-        budget = self.model.budget
-        budget.check_time()
         work = Path(tempfile.mkdtemp(prefix="reef-trial-"))
         try:
             (work / "README.md").write_text("# demo project\n\nA tiny project for a Reef trial.\n")
@@ -210,23 +241,45 @@ class AgentRunner:
                 target = work / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
+            return self.run_in(work, files, prompt)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def run_in(
+        self,
+        workdir: Path,
+        files: dict[str, str],
+        prompt: str,
+        *,
+        watch: Watch | None = None,
+        timeout: float = TRIAL_TIMEOUT,
+    ) -> AgentRun:
+        """Run the agent once in ``workdir`` (the caller's folder, kept) with ``files``
+        installed as its harness; charge its tokens. ``watch`` sees each model call's body
+        first and may stop the agent (``AgentRun.stopped``); ``timeout`` bounds the run
+        (and the job's time budget bounds it too)."""
+        budget = self.model.budget
+        budget.check_time()
+        gate = self.proxy.gate
+        gate.watch, gate.stopped = watch, None
+        try:
             transcript = self.adapter.run_headless(
                 files,
                 prompt,
-                work,
+                workdir,
                 self.proxy.gateway(self.scenario),
                 launch=sandboxed(self.proxy.port),
-                timeout=budget.bounded(TRIAL_TIMEOUT),
+                timeout=budget.bounded(timeout),
             )
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            gate.watch = None
         records = self.proxy.records(transcript.session_id or "")
-        if self.proxy.gate.refused is not None:
-            raise self.proxy.gate.refused
+        if gate.refused is not None:
+            raise gate.refused
         budget.charge(tokens=tokens_of(records), calls=0)  # the calls were counted at the gate
         if transcript.timed_out:
             budget.check_time()  # cut off by the wall-time budget: the job stops
-        return AgentRun(transcript, records)
+        return AgentRun(transcript, records, stopped=gate.stopped)
 
     def trial(self, candidate: Candidate) -> tuple[Check, dict[str, Any]]:
         """The trial: the agent ran with the candidate, and the change reached the model."""

@@ -65,6 +65,7 @@ def eval_releases(
         _trial,
         task_runner,
         about,
+        _agent,
     ):
         assert task_runner is not None  # trials=False always gives a task runner
         with _bar(len(numbers) * len(test.tasks) * test.repeats, disabled=as_json) as tick:

@@ -37,7 +37,12 @@ def evolve(
         typer.Option("--model", help="LiteLLM model string (default: configured or embedded)."),
     ] = None,
     adapter: Annotated[
-        str, typer.Option("--adapter", "-a", help="Agent the trial runs: {adapters}.")
+        str,
+        typer.Option(
+            "--adapter",
+            "-a",
+            help="Agent the trial (and meta-harness's proposer) runs: {adapters}.",
+        ),
     ] = "pi",
     max_calls: Annotated[
         int | None,
@@ -76,6 +81,13 @@ def evolve(
     seed: Annotated[
         int | None, typer.Option("--seed", help="gepa: its random seed [default: 0].")
     ] = None,
+    iterations: Annotated[
+        int | None,
+        typer.Option(
+            "--iterations",
+            help="meta-harness: attempts, each one candidate the agent writes [default: 3].",
+        ),
+    ] = None,
     schedule: Annotated[
         str | None,
         typer.Option(
@@ -89,7 +101,9 @@ def evolve(
 ) -> None:
     """Evolve the harness: Reefine turns an ask into a tested, gated release; GEPA searches
     the rule and skill texts on a task set's train/val tasks, gated on its test tasks;
-    SkillClaw edits skills from the sessions and reports recorded since its last run."""
+    Meta-Harness lets the agent (--adapter) rewrite the tree with every earlier
+    candidate's scores and failing traces at hand, gated the same way; SkillClaw edits
+    skills from the sessions and reports recorded since its last run."""
     from reef_cli.cli._evolve_run import run_foreground
     from reef_cli.core import agents, plugins, scenarios
     from reef_cli.core.budget import BudgetLimits
@@ -97,7 +111,7 @@ def evolve(
     plugins.recipe(recipe)  # an unknown recipe or agent: say so before anything else
     agents.get(adapter)
     limits = BudgetLimits(max_calls, max_tokens, max_seconds)  # a bad limit: say so first
-    given = {"max_metric_calls": max_metric_calls, "seed": seed}
+    given = {"max_metric_calls": max_metric_calls, "seed": seed, "iterations": iterations}
     options = {name: value for name, value in given.items() if value is not None}
     if schedule is not None:
         found = scenarios.get(scenario_name(scenario))  # an unknown scenario: say so now
@@ -113,6 +127,7 @@ def evolve(
             ("--max-seconds", max_seconds),
             ("--max-metric-calls", max_metric_calls),
             ("--seed", seed),
+            ("--iterations", iterations),
         ):
             if value is not None:
                 args += [flag, str(value)]

@@ -71,7 +71,7 @@ def served(name: str) -> dict[str, str]:
 
 
 def test_the_registry_lists_it_after_reefs_own(dummy: Path) -> None:
-    assert plugins.recipe_names() == ("gepa", "reefine", "skillclaw", "dummy")
+    assert plugins.recipe_names() == ("gepa", "meta-harness", "reefine", "skillclaw", "dummy")
     assert plugins.recipe_names(unattended=True)[-1] == "dummy"
     assert type(recipe_named("dummy")).__name__ == "Dummy"
     with pytest.raises(OptionInvalid, match="dummy has no option depth"):
