@@ -44,8 +44,9 @@ APT_PACKAGES=(git git-lfs bubblewrap passt ca-certificates python3 python3-venv 
 # postgresql: the server binaries the tests start a throwaway cluster from (tests/fakes/
 # postgres.py: initdb in a temp dir, a free port). Debian's package also creates a system
 # cluster on port 5432 and starts it where services may start (not in a container with
-# policy-rc.d); the tests never use it, so it is left as the system has it.
-if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk chromium postgresql); fi
+# policy-rc.d); the tests never use it, so it is left as the system has it. tmux: the pi
+# in-agent test (tests/e2e/test_pi.py) drives the real pi TUI in a detached tmux session.
+if [ "$DEV" = 1 ]; then APT_PACKAGES+=(wrk chromium postgresql tmux); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")

@@ -175,9 +175,21 @@ def user_prompt_submit(
     return {"decision": "block", "reason": visible(text)}
 
 
-def main(argv: list[str] | None, *, prog: str, notice: Notice, answer: Answer, failed: str) -> int:
+def main(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    notice: Notice,
+    answer: Answer,
+    failed: str,
+    started: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+    respond: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None] | None = None,
+) -> int:
     """``EVENT --config F``: read the event from stdin, answer it on stdout, exit 0.
-    ``failed`` is the line for an unexpected error (``{}``: the error)."""
+    ``failed`` is the line for an unexpected error (``{}``: the error). An agent that
+    needs more: ``started(config, event)`` hears each session start (Claude Code notes
+    the release it loaded); ``respond(config, event)`` may answer a prompt with a whole
+    hook answer (Claude Code's ``/reload``: context for the model) before ``answer``."""
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("event", choices=list(EVENTS.values()))
     parser.add_argument("--config", required=True, type=Path)
@@ -189,9 +201,12 @@ def main(argv: list[str] | None, *, prog: str, notice: Notice, answer: Answer, f
     if config.get("reef_home"):
         os.environ["REEF_HOME"] = str(config["reef_home"])
     if args.event == "session-start":
+        if started is not None:
+            started(config, event)
         out: dict[str, Any] | None = session_start(config, notice, failed)
     else:
-        out = user_prompt_submit(config, event, answer, failed)
+        out = respond(config, event) if respond is not None else None
+        out = out or user_prompt_submit(config, event, answer, failed)
     if out is not None:
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
     return 0

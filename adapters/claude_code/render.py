@@ -8,8 +8,8 @@ skills/<n>/...         ``skills/<n>/...`` (Agent Skills format, copied as is)
 commands/<n>.md        ``commands/<n>.md`` (frontmatter description, argument-hint)
 extensions/<n>.ts      skipped: pi only (listed in the install record as ``skipped``)
 reef.toml              not installed
-(Reef's own)           ``commands/versions.md``, ``commands/evolve.md``, hooks in
-                       ``settings.json``,
+(Reef's own)           ``commands/versions.md``, ``commands/evolve.md``,
+                       ``commands/reload.md``, hooks in ``settings.json``,
                        ``.reef/hook.json`` (what the hook needs: scenario, target, REEF_HOME)
 =====================  ==========================================================
 """
@@ -32,17 +32,17 @@ HOOK_CONFIG = _hook.CONFIG
 CLAUDE_MD = "CLAUDE.md"
 VERSIONS_COMMAND = "commands/versions.md"
 EVOLVE_COMMAND = "commands/evolve.md"
-RESERVED_COMMANDS = frozenset({"versions", "evolve"})  # Reef's hook answers these two
+RELOAD_COMMAND = "commands/reload.md"
+RESERVED_COMMANDS = frozenset({"versions", "evolve", "reload"})  # Reef's hook answers these
 
 
-def _own_command(template: str, scenario: str, description: str, hint: str) -> str:
+def _own_command(template: str, scenario: str, description: str, hint: str | None) -> str:
     """One of Reef's own command files: known to Claude Code, hidden from the model (the
-    hook answers it before any model call)."""
-    head = {
-        "description": description,
-        "argument-hint": hint,
-        "disable-model-invocation": True,
-    }
+    hook answers it, or for /reload adds the release to it)."""
+    head: dict[str, object] = {"description": description}
+    if hint is not None:
+        head["argument-hint"] = hint
+    head["disable-model-invocation"] = True
     page = _render.environment(TEMPLATES).get_template(template)
     return page.render(frontmatter=dump_frontmatter(head), scenario=scenario)
 
@@ -67,6 +67,16 @@ def evolve_command(scenario: str) -> str:
     )
 
 
+def reload_command(scenario: str) -> str:
+    return _own_command(
+        "reload_command.j2",
+        scenario,
+        f'Load the release of "{scenario}" installed here into this session (after /versions '
+        "N install), without restarting",
+        None,
+    )
+
+
 def hook_command(event_arg: str, config: Path, reef: str | None = None) -> str:
     """The shell command Claude Code runs for one hook event (``adapters._hook.command``)."""
     return _hook.command(
@@ -74,8 +84,8 @@ def hook_command(event_arg: str, config: Path, reef: str | None = None) -> str:
         event_arg,
         config,
         reef,
-        versions="/versions, /evolve",
-        typed="/(versions|evolve)",
+        versions="/versions, /evolve, /reload",
+        typed="/(versions|evolve|reload)",
     )
 
 
@@ -107,6 +117,7 @@ def build_plan(
         plan.own(rel, text)
     plan.own(VERSIONS_COMMAND, versions_command(release.scenario))
     plan.own(EVOLVE_COMMAND, evolve_command(release.scenario))
+    plan.own(RELOAD_COMMAND, reload_command(release.scenario))
     config = target / HOOK_CONFIG
     hook_config = _hook.config_text(
         "claude-code", release, target, routing, reef_home=reef_home, binary=binary, reef=reef

@@ -231,10 +231,16 @@ def show_text(scenario: str, spec: str, installed: int | None, command: str = CO
 
 
 def install_text(
-    config: dict[str, Any], spec: str, installed: int | None, adapter: Adapter, reads: str
+    config: dict[str, Any],
+    spec: str,
+    installed: int | None,
+    adapter: Adapter,
+    reads: str,
+    then: str = "start a new session to use it",
 ) -> str:
     """Install release ``spec`` with ``adapter`` into the same folder, with the same
-    routing; ``reads`` says what the agent reads when a session starts."""
+    routing; ``reads`` says what the agent reads when a session starts, ``then`` how to
+    use the new release."""
     from adapters._install import release_to_install
     from adapters.base import Routing
     from reef_cli.core import installs
@@ -250,7 +256,7 @@ def install_text(
     was = f" (was r{installed})" if installed else ""
     return (
         f'Installed r{release.number} of "{scenario}" into {target}{was}.\n'
-        f"{reads} when a session starts: start a new session to use it."
+        f"{reads} when a session starts: {then}."
     )
 
 
@@ -259,5 +265,10 @@ def _install_claude_code(config: dict[str, Any], spec: str, installed: int | Non
 
     adapter = ClaudeCodeAdapter(binary=config.get("binary"))
     return install_text(
-        config, spec, installed, adapter, "Claude Code reads CLAUDE.md, skills and commands"
+        config,
+        spec,
+        installed,
+        adapter,
+        "Claude Code reads CLAUDE.md, skills and commands",
+        "start a new session to use it, or type /reload to load it into this one",
     )

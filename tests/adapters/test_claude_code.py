@@ -17,7 +17,7 @@ import pytest
 
 from adapters._binary import AgentNotFound, AgentVersionUnsupported
 from adapters._files import InstallError
-from adapters._install import install_release
+from adapters._install import install_release, uninstall
 from adapters.base import Routing
 from adapters.claude_code import harvest as harvest_mod
 from adapters.claude_code import hook, settings_json, versions
@@ -363,6 +363,126 @@ def test_a_release_with_its_own_evolve_command_is_refused(
         adapter.install(release(1, files), tmp_path / "c", ROUTING)
 
 
+def _fake_binary(adapter: ClaudeCodeAdapter, monkeypatch: Any) -> None:
+    """Installs from the hook (``/versions N install``) use the stand-in ``claude``."""
+    monkeypatch.setattr(
+        ClaudeCodeAdapter,
+        "__init__",
+        lambda self, binary=None: setattr(self, "binary", adapter.binary),
+    )
+
+
+def test_hook_reload_brings_the_session_onto_a_newer_install(
+    adapter: ClaudeCodeAdapter, chain: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``/reload`` after ``/versions 2 install``: the hook hands the session r2's rules,
+    skills and commands as context (the prompt goes on to the model with it); asked again,
+    or in a session that started on r2, it says there is nothing new, with no model call."""
+    _fake_binary(adapter, monkeypatch)
+    target = tmp_path / "cfg"
+    install_release("claude-code", chain, ROUTING, "1", target)
+    assert "disable-model-invocation: true" in (target / "commands/reload.md").read_text()
+    config = target / ".reef/hook.json"
+    session = {"session_id": "cc-7", "cwd": "/w"}
+    assert run_hook("session-start", config, {**session, "source": "startup"}, monkeypatch)
+    same = run_hook("user-prompt-submit", config, {**session, "prompt": "/reload"}, monkeypatch)
+    assert same == {
+        "decision": "block",
+        "reason": 'Reef: r1 of "demo" is installed, the release this session already follows; '
+        "nothing to reload.",
+    }
+
+    done = run_hook(
+        "user-prompt-submit", config, {**session, "prompt": "/versions 2 install"}, monkeypatch
+    )
+    assert done is not None and "or type /reload to load it into this one" in done["reason"]
+    out = run_hook("user-prompt-submit", config, {**session, "prompt": " /reload "}, monkeypatch)
+    assert out is not None and "decision" not in out  # the prompt goes on, with the context
+    assert out["systemMessage"] == 'Reef: loaded r2 of "demo" into this session (it had r1).'
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith('Reef /reload: release r2 of Reef scenario "demo" is now installed')
+    assert "(this session had r1)" in context and "replaces the harness instructions" in context
+    assert 'scenario "demo", release r2' in context  # Reef's section of CLAUDE.md, as is
+    assert "Rule one (rule-r1).\nRule two (rule-r2)." in context
+    skill = target / "skills/fix-bugs/SKILL.md"
+    assert f"- fix-bugs: Reproduce a bug with a failing test first. ({skill})" in context
+    assert f"- /review: Review the diff ({target / 'commands/review.md'})" in context
+    assert "/versions" not in context and "/evolve" not in context  # Reef's own: not listed
+    assert "reef_e2e" not in context and "token" not in context.lower()
+
+    again = run_hook("user-prompt-submit", config, {**session, "prompt": "/reload"}, monkeypatch)
+    assert again is not None and again["decision"] == "block"
+    assert "r2" in again["reason"] and "nothing to reload" in again["reason"]
+    # A session Reef knows nothing of (started before this install of Reef): loaded.
+    other = {"session_id": "cc-8", "prompt": "/reload"}
+    fresh = run_hook("user-prompt-submit", config, other, monkeypatch)
+    assert fresh is not None and "had r" not in fresh["hookSpecificOutput"]["additionalContext"]
+    # A new session reads CLAUDE.md itself: nothing to reload.
+    run_hook("session-start", config, {"session_id": "cc-9", "source": "startup"}, monkeypatch)
+    new = {"session_id": "cc-9", "prompt": "/reload"}
+    assert "nothing to reload" in run_hook("user-prompt-submit", config, new, monkeypatch)["reason"]
+    # After a compaction what the session holds is unknown: the next /reload loads it.
+    run_hook("session-start", config, {"session_id": "cc-9", "source": "compact"}, monkeypatch)
+    compacted = run_hook("user-prompt-submit", config, new, monkeypatch)
+    assert compacted is not None and "decision" not in compacted
+
+    usage = run_hook("user-prompt-submit", config, {**session, "prompt": "/reload 3"}, monkeypatch)
+    assert usage is not None and usage["reason"].startswith("Usage: /reload")
+    assert run_hook("user-prompt-submit", config, {"prompt": "/reloaded"}, monkeypatch) is None
+    assert sorted(p.name for p in (target / ".reef/sessions").iterdir()) == [
+        "cc-7.json",
+        "cc-8.json",
+        "cc-9.json",
+    ]
+    uninstall("claude-code", target)
+    assert not (target / ".reef").exists()
+
+
+def test_hook_reload_never_hands_a_secret_to_the_model(
+    chain: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The gate keeps credentials out of releases; a key pasted into Reef's section of
+    CLAUDE.md afterwards is still refused by /reload, named by rule, never quoted."""
+    target = tmp_path / "cfg"
+    install_release("claude-code", chain, ROUTING, "2", target)
+    key = "gh" + "p_" + "a1B2c3D4e5F6" * 3
+    claude_md = target / "CLAUDE.md"
+    claude_md.write_text(claude_md.read_text().replace("Rule two", f"Use {key} for"))
+    event = {"session_id": "cc-1", "prompt": "/reload"}
+    out = run_hook("user-prompt-submit", tmp_path / "cfg/.reef/hook.json", event, monkeypatch)
+    assert out is not None and out["decision"] == "block"
+    assert out["reason"].startswith("Reef: the installed release holds what looks like a secret")
+    assert key not in json.dumps(out)
+    assert not (target / ".reef/sessions/cc-1.json").exists()  # nothing was loaded
+
+
+def test_hook_reload_points_to_rules_too_long_to_quote(
+    chain: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Claude Code may cut a hook's context at 8000 characters: long rules are named by
+    file and release instead of being quoted (and cut)."""
+    long_rules = "\n".join(f"Rule {n}: keep functions short (rule-long-{n})." for n in range(300))
+    publish_files("demo", tree(long_rules), reason="many rules")
+    target = tmp_path / "cfg"
+    install_release("claude-code", chain, ROUTING, "3", target)
+    event = {"session_id": "cc-2", "prompt": "/reload"}
+    out = run_hook("user-prompt-submit", target / ".reef/hook.json", event, monkeypatch)
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert len(context) < 8000 and context.count("\n") < 200
+    assert "rule-long-" not in context and "too long to quote" in context
+    assert str(target / "CLAUDE.md") in context and "release r3" in context
+    assert "- fix-bugs: Reproduce a bug" in context
+
+
+def test_a_release_with_its_own_reload_command_is_refused(
+    adapter: ClaudeCodeAdapter, tmp_path: Path
+) -> None:
+    files = tree("r", extra={"commands/reload.md": "---\ndescription: x\n---\nx\n"})
+    with pytest.raises(InstallError, match="Reef's /reload"):
+        adapter.install(release(1, files), tmp_path / "c", ROUTING)
+
+
 def test_hook_command_runs_as_claude_code_would(
     adapter: ClaudeCodeAdapter, chain: str, tmp_path: Path
 ) -> None:
@@ -609,6 +729,7 @@ def test_hooks_find_reef_at_run_time_when_the_recorded_one_moved(
     assert blocked["decision"] == "block"
     assert blocked["reason"].startswith("Reef: cannot find the `reef` command")
     assert str(old) in blocked["reason"] and "reef harness install" in blocked["reason"]
+    assert _hook_run(prompt, "/reload", bare, work)["decision"] == "block"
     notice = _hook_run(start, None, bare, work)
     assert notice["systemMessage"].startswith("Reef: cannot find the `reef` command")
     assert _hook_run(prompt, "fix the bug", bare, work) is None

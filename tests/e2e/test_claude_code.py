@@ -278,3 +278,41 @@ def test_versions_work_after_the_recorded_reef_moved(
     missing = rig.claude("/versions").stdout
     assert "Reef: cannot find the `reef` command" in missing and str(old) in missing
     assert len(fake_model.inference()) == 0 and rig.reef.records() == []
+
+
+def test_reload_brings_a_running_session_onto_the_new_install(
+    rig: Rig, fake_model: FakeModel, scenario_with_releases: Scenario
+) -> None:
+    """One session (prompts streamed into one `claude -p`): after ``/versions 2 install``
+    the model still gets r1's CLAUDE.md; ``/reload`` hands it r2 (Reef's hook, as
+    additionalContext), and later turns keep it. The hook itself calls no model."""
+    from adapters._process import run_group
+
+    rig.install("1")
+    prompts = ["/versions 2 install", "What is the house style?", "/reload", "And now?"]
+    stdin = "".join(
+        json.dumps({"type": "user", "message": {"role": "user", "content": p}}) + "\n"
+        for p in prompts
+    )
+    stream = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
+    argv, extra = rig.adapter.wrapper(rig.target, rig.routing, ["-p", *stream])
+    done = run_group(argv, rig.work, {**rig.env(), **extra}, RUN_TIMEOUT, stdin)
+    assert done.returncode == 0, done.stderr
+
+    said = json.dumps(_stream_events(done.stdout), ensure_ascii=False)
+    assert "or type /reload to load it into this one" in said
+    assert 'Reef: loaded r2 of \\"e2e\\" into this session (it had r1).' in said
+    calls = [json.dumps(c.body) for c in fake_model.inference()]
+    assert len(calls) == 3, said[:3000]  # the install was answered by the hook alone
+    assert RULE_R1 in calls[0] and RULE_R2 not in calls[0]  # CLAUDE.md as read at start
+    loaded = "Reef /reload: release r2 of Reef scenario"
+    assert loaded in calls[1] and RULE_R2 in calls[1]
+    assert "The user typed /reload." in calls[1]  # Reef's command text went with it
+    assert loaded in calls[2] and RULE_R2 in calls[2]  # and stays in the conversation
+    # The wrapper's x-reef-release-id is fixed when claude starts: records stay on r1.
+    assert [r.release_id for r in rig.reef.records()] == [1, 1, 1]
+
+    # A new session read CLAUDE.md itself: /reload says so, with no model call.
+    fresh = rig.claude("/reload").stdout
+    assert 'r2 of "e2e" is installed, the release this session already follows' in fresh
+    assert len(fake_model.inference()) == 3

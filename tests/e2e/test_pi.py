@@ -1,7 +1,8 @@
 """The real pi (1.6 and 0.73) through a real `reef serve` to the scripted fake model.
 
 Each pi run gets a temporary HOME and agent dir, has its network self-checks off
-(PI_OFFLINE, PI_SKIP_VERSION_CHECK) and a timeout.
+(PI_OFFLINE, PI_SKIP_VERSION_CHECK) and a timeout. One test types into pi's own TUI,
+run in a detached tmux session (skipped where tmux is missing).
 """
 
 from __future__ import annotations
@@ -9,8 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -305,3 +310,136 @@ def test_versions_lists_a_proposal_waiting_for_review(
     assert "r3    held for review: a live-loop proposal" in listing.stdout
     assert "installed r1, served r2" in listing.stdout  # a proposal is not served
     assert fake_model.inference() == []
+
+
+# ----------------------------------------------------------------- pi's own TUI, in tmux
+
+needs_tmux = pytest.mark.skipif(
+    shutil.which("tmux") is None,
+    reason="tmux is not installed (apt-get install tmux): the in-agent test drives pi's TUI in it",
+)
+TUI_START = 90  # pi's first screen, its extensions loaded and Reef's status shown
+TUI_STEP = 45  # one command or one model turn
+
+
+class Pane:
+    """The real pi TUI in a detached tmux session on a private socket under the test's tmp
+    dir (a person's tmux server is never touched): type into it, read the screen back."""
+
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+
+    def tmux(self, *args: str, check: bool = True) -> str:
+        done = subprocess.run(
+            ["tmux", "-S", str(self.socket), *args],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            env={"PATH": os.environ["PATH"], "HOME": str(self.socket.parent), "LANG": "C.UTF-8"},
+        )
+        assert done.returncode == 0 or not check, f"tmux {args[0]}: {done.stderr}"
+        return done.stdout
+
+    def start(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        """Run ``argv`` with exactly ``env`` in a 200x50 pane, kept on screen if it exits."""
+        command = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv]
+        session = ["new-session", "-d", "-x", "200", "-y", "50", "-c", str(cwd), *command]
+        self.tmux("-f", "/dev/null", *session, ";", "set-option", "remain-on-exit", "on")
+
+    def screen(self) -> str:
+        """The pane with its scrollback, wrapped lines joined."""
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-", check=False)
+
+    def flat(self) -> str:
+        """The screen without whitespace: pi wraps long lines itself."""
+        return "".join(self.screen().split())
+
+    def wait(self, what: str, ready: Callable[[], bool], timeout: float = TUI_STEP) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} within {timeout:g}s; the pane:\n{self.screen()}")
+            time.sleep(0.2)
+
+    def shows(self, text: str, timeout: float = TUI_STEP) -> None:
+        flat = "".join(text.split())
+        self.wait(f"no {text!r} on screen", lambda: flat in self.flat(), timeout)
+
+    def submit(self, text: str) -> None:
+        """Type ``text`` into pi's editor, wait until it is shown, press Enter."""
+        flat = "".join(text.split())
+        before = self.flat().count(flat)
+        self.tmux("send-keys", "-l", text)
+        self.wait(f"{text!r} not typed", lambda: self.flat().count(flat) > before)
+        self.tmux("send-keys", "Enter")
+
+    def kill(self) -> None:
+        self.tmux("kill-server", check=False)
+
+
+def _answered(fake_model: FakeModel, pane: Pane, count: int, text: str) -> dict[str, Any]:
+    """The ``count``-th model request, once pi has shown its answer ``text``."""
+    pane.wait(f"no model request #{count}", lambda: len(fake_model.inference()) >= count)
+    pane.shows(text)
+    calls = fake_model.inference()
+    assert len(calls) == count, pane.screen()
+    return calls[-1].body
+
+
+@needs_tmux
+@pytest.mark.parametrize("tool", TOOLS)
+def test_evolve_and_reload_inside_the_pi_tui(
+    tool: str,
+    sandbox: dict[str, Path],
+    fake_model: FakeModel,
+    reef_server: ReefServer,
+    scenario_with_releases: Scenario,
+    reef_home: Path,
+    tmp_path: Path,
+) -> None:
+    """The person's own pi session, typed into: ``/evolve`` files the ask (no model call);
+    ``/versions 3 install`` installs r3 but the session keeps r2's rules until pi's own
+    ``/reload`` rereads AGENTS.md, after which the model gets r3's."""
+    adapter = PiAdapter(tool=tool, models=["fake-model"])
+    routing = Routing(base_url=reef_server.url, scenario=scenario_with_releases.name)
+    install_release("pi", routing.scenario, routing, "2", sandbox["agent"])
+    argv, extra = adapter.wrapper(sandbox["agent"], routing, [])  # no -p: the TUI
+    env = {**_env(sandbox, reef_server), **extra, "TERM": "xterm-256color", "LANG": "C.UTF-8"}
+    pane = Pane(tmp_path / "tmux.sock")
+    try:
+        pane.start(argv, sandbox["work"], env)
+        pane.shows("Reef r2", TUI_START)  # the extension's status line: pi is ready
+
+        pane.submit("/evolve always run the tests first")
+        pane.shows("queues it on reef serve")
+        [filed] = list((reef_home / "asks").glob("*.json"))
+        ask = json.loads(filed.read_text())
+        assert ask["ask"] == "always run the tests first", pane.screen()
+        assert (ask["scenario"], ask["installed_release"], ask["agent"]) == ("e2e", 2, "pi")
+        assert ask["reef_session"] == extra[routing.session_env]
+        pane.shows(f"Reef: saved your ask for e2e to {filed}.")
+        assert fake_model.inference() == [], pane.screen()
+
+        scenario_with_releases.publish(tree_files(f"{RULE_R1}\n{RULE_R2}\n{RULE_R3}"), "commits")
+        pane.submit("/versions 3 install")
+        pane.shows("Reef: installed r3 of e2e")
+        assert RULE_R3 in (sandbox["agent"] / "AGENTS.md").read_text()
+        fake_model.push(Turn(text="Answered before the reload."))
+        pane.submit("What is the house style?")
+        before = json.dumps(_answered(fake_model, pane, 1, "Answered before the reload."))
+        assert RULE_R2 in before and RULE_R3 not in before  # the session still has r2
+
+        pane.submit("/reload")  # pi's own command
+        pane.shows("Reloaded keybindings, extensions")
+        pane.shows("Reef r3")  # Reef's extension was reloaded and read the new install
+        fake_model.push(Turn(text="Answered after the reload."))
+        pane.submit("And the house style now?")
+        after = json.dumps(_answered(fake_model, pane, 2, "Answered after the reload."))
+        assert RULE_R3 in after, pane.screen()  # AGENTS.md was read again
+
+        # pi 1.6 reads models.json again too, so the request credits r3; pi 0.73 keeps the
+        # header it read at start (docs/adapters-pi.md says so).
+        credited = [r.release_id for r in reef_server.records(scenario="e2e")]
+        assert credited == ([2, 3] if tool == "pi" else [2, 2]), pane.screen()
+    finally:
+        pane.kill()
