@@ -16,6 +16,9 @@
    release (``w<N>``) and a swap into the engine with no restart. A rejected or invalid
    candidate is undone in the trainer; the engine never sees it.
 
+The trainer, the recipe, the gate and the releases are ``learner.Learner``'s, which
+`reefd train` (the cold start) also runs with no engine; the daemon adds the rest.
+
 A failed swap marks the engine inconsistent: records served meanwhile get a note (no
 training on them), no update is tried, and every round tries to reload the served
 release from disk until one succeeds.
@@ -23,66 +26,35 @@ release from disk until one succeeds.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from recipes.engine.gate import gate_record
 from reef_cli.core import paths, scenarios
-from reef_cli.core.errors import ConfigError, EngineError, ReefError, ServeError
-from reef_cli.core.fsutil import atomic_write_text, read_json_object, stat_key
-from reef_cli.core.json_shape import field_dict
-from reef_cli.core.paired_rule import Outcome
+from reef_cli.core.errors import EngineError, ReefError, ServeError
+from reef_cli.core.fsutil import stat_key
 from reef_cli.core.records import now_iso
 from reef_cli.core.releases import WEIGHTS_REF
-from reef_cli.core.store import open_store
 from reef_cli.core.weight_version import WeightVersion
 from reefd import state
 from reefd.daemon_config import ReefdConfig
-
-if TYPE_CHECKING:
-    from reefd.weights import Kind
+from reefd.learner import BASE, Learner, Round
 
 log = logging.getLogger("reefd")
-BASE = "base"
 
 
-@dataclass
-class Round:
-    """What one training round did (``reefd status`` shows the last one)."""
-
-    state: str  # waiting | inconsistent | published | rejected | invalid | failed
-    reason: str = ""
-    at: str = field(default_factory=now_iso)
-    release: str | None = None
-    samples: int = 0
-    metrics: dict[str, Any] = field(default_factory=dict)
-    gate: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return field_dict(self, drop_empty=True)
-
-
-class Daemon:
+class Daemon(Learner):
     def __init__(self, config: ReefdConfig, *, state_file: bool = True) -> None:
-        self.config = config
+        super().__init__(config)
         self.write_state = state_file
         self.weights = WeightVersion(BASE)
         self.inconsistent_reason: str | None = None
-        self.rounds = 0
-        self.published = 0
-        self.counts: dict[str, int] = {}
-        self.last: Round | None = None
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._served_answers: dict[str, dict[str, str | None]] = {}
         self._idle: tuple[list[Any], Round] | None = None  # (probe, the waiting round)
-        self._tasks_seen: tuple[float, int] | None = None  # the task file's (mtime, size)
         self.engine: Any = None
         self.proxy: Any = None
         self.sync: Any = None
@@ -99,24 +71,15 @@ class Daemon:
         return self
 
     def _start(self) -> None:
-        from reefd import models
         from reefd._torch import require
         from reefd.engine.client import EngineClient
         from reefd.sync.factory import make_sync
-        from reefd.weight_recipes import recipe_named
-        from reefd.weights import WeightChain
 
         require("torch")
         require("transformers")
         cfg = self.config
-        self.tasks = self._gate_tasks()
-        scenario = scenarios.get_or_create(cfg.scenario)
-        self.scenario_dir = scenario.path
-        self.chain = WeightChain(scenario.chain_dir)
-        self.store = open_store()
-        self.work_dir = paths.ensure_private_dir(paths.state_dir() / "reefd" / cfg.scenario)
-        self.progress_file = self.work_dir / "progress.json"
-        self.consumed, recipe_state = self._read_progress()
+        recipe_state = self._open_chain(scenarios.get_or_create(cfg.scenario))
+        paths.ensure_private_dir(self.work_dir)
 
         self.engine = self._engine()
         self.client = EngineClient(self.engine.url)
@@ -129,18 +92,7 @@ class Daemon:
             self.proxy = self._proxy()
             self._write_state()
             return
-        self.loaded = models.load(cfg.engine.model, device=cfg.engine.device, seed=cfg.engine.seed)
-        self.trainer = self._trainer()
-        self.base_weights = self.trainer.served_weights()
-        self.recipe = recipe_named(
-            cfg.recipe.name,
-            batch_size=cfg.recipe.batch_size,
-            max_staleness=cfg.recipe.max_staleness,
-            tokenizer=self.loaded.tokenizer,
-            **self._recipe_options(),
-        )
-        if recipe_state:
-            self.recipe.state.update(recipe_state)
+        self._open_trainer(recipe_state)
         self.sync = make_sync(
             cfg.sync.mode,
             self.client,
@@ -182,28 +134,6 @@ class Daemon:
         self.slime = SlimeTrainer(self.engine.url, hf_checkpoint=self.config.engine.model)
         with (paths.state_dir() / "reefd-slime.log").open("ab") as log:
             self.slime.launch(log)  # Slime keeps its own copy of the descriptor
-
-    def _trainer(self) -> Any:
-        cfg = self.config.trainer
-        from reefd.trainers.torch_trainer import TorchTrainer
-
-        return TorchTrainer(
-            self.loaded,
-            mode=cfg.mode,
-            lr=cfg.lr,
-            lora_r=cfg.lora_r,
-            epochs=cfg.epochs,
-            seed=cfg.seed,
-        )
-
-    def _recipe_options(self) -> dict[str, Any]:
-        cfg = self.config.recipe
-        if cfg.name == "sao":
-            return {"baseline_decay": cfg.baseline_decay}
-        from reef_cli.core.llm import ModelClient
-
-        assert cfg.judge is not None  # the config requires it for openclaw_rl
-        return {"judge": ModelClient(cfg.judge, api_base=cfg.judge_api_base), "votes": cfg.votes}
 
     def _proxy(self) -> Any:
         from reef_cli.server import run
@@ -305,118 +235,17 @@ class Daemon:
             self._idle = (self._probe(), waiting)
             return waiting
         self._idle = None
-        self._gate_tasks()
-        served = self._answers_of_served(version)
-        snapshot = self.trainer.snapshot()
-        metrics = self.trainer.step(batch.samples)
-        outcome = self._gate(served)
-        numbers = _metrics(metrics)
-        if outcome.status != "passed":
-            self.trainer.restore(snapshot)
-            if outcome.status != "invalid":  # looked at: the batch is spent
-                self._consume(batch.consumed)
-            return Round(
-                "invalid" if outcome.status == "invalid" else "rejected",
-                outcome.reason,
-                samples=len(batch.samples),
-                metrics=numbers,
-                gate=gate_record(outcome),
-            )
-        self.counts["trained"] = self.counts.get("trained", 0) + len(batch.samples)
-        release = self._publish(outcome, numbers, len(batch.samples))
-        self._consume(batch.consumed)
+        result, release = self._train(batch, version)
+        if release is None:
+            return result
         self._swap(release, self._release_tensors())
         self._served_answers.pop(release.tag, None)
-        return Round(
-            "published" if self.weights.consistent else "failed",
-            outcome.reason
-            if self.weights.consistent
-            else f"published {release.tag}; the swap failed: {self.inconsistent_reason}",
-            release=release.tag,
-            samples=len(batch.samples),
-            metrics=numbers,
-            gate=gate_record(outcome),
-        )
+        if not self.weights.consistent:
+            result.state = "failed"
+            result.reason = f"published {release.tag}; the swap failed: {self.inconsistent_reason}"
+        return result
 
-    # ------------------------------------------------------------------ gate
-
-    def _answer(self, task: Any) -> str | None:
-        try:
-            return str(
-                self.trainer.generate(
-                    [{"role": "user", "content": task.prompt}],
-                    max_tokens=self.config.gate.max_tokens,
-                )
-            )
-        except Exception as exc:  # a generation that fails is an outage, never a score
-            log.warning("gate generation failed: %s", type(exc).__name__)
-            return None
-
-    def _answers_of_served(self, version: str) -> dict[str, str | None]:
-        """The served weights' answers, once per version (greedy: the same every time)."""
-        cached = self._served_answers.get(version)
-        if cached is None:
-            from recipes.engine.gate import SPLIT
-
-            cached = {task.id: self._answer(task) for task in self.tasks.split(SPLIT)}
-            self._served_answers = {version: cached}
-        return cached
-
-    def _gate_tasks(self) -> Any:
-        """The gate's task set, read again when its file changed (no restart to edit it)."""
-        path = self.config.gate.tasks
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            raise ConfigError(
-                f"the gate's task set {path} cannot be read: {exc.strerror}",
-                "set gate.tasks in reefd.yaml to a task-set file (docs/tasks.md)",
-            ) from exc
-        seen = (stat.st_mtime, stat.st_size)
-        if seen != self._tasks_seen:
-            from recipes.tasks.loading import load
-
-            self.tasks = load(path)
-            self._tasks_seen = seen
-            self._served_answers.clear()
-        return self.tasks
-
-    def _gate(self, served: dict[str, str | None]) -> Outcome:
-        from recipes.engine.gate import evaluate_weights
-
-        judge = None
-        if self.config.gate.judge:
-            from reef_cli.core.llm import ModelClient
-
-            judge = ModelClient(self.config.gate.judge, api_base=self.config.gate.judge_api_base)
-        return evaluate_weights(
-            self._answer, lambda task: served.get(task.id), self.tasks, judge=judge
-        )
-
-    # ------------------------------------------------------------------ releases and swaps
-
-    def _kind(self) -> Kind:
-        return "lora" if self.config.sync.mode == "lora" else "full"
-
-    def _release_tensors(self) -> dict[str, Any]:
-        if self._kind() == "lora":
-            return dict(self.trainer.adapter()[0])
-        return dict(self.trainer.served_weights())
-
-    def _publish(self, outcome: Outcome, metrics: dict[str, Any], samples: int) -> Any:
-        cfg = self.config
-        release = self.chain.publish(
-            self._release_tensors(),
-            base_model=cfg.engine.model,
-            kind=self._kind(),
-            metrics={**metrics, "samples": samples, "counts": dict(self.counts)},
-            gate=gate_record(outcome),
-            source=f"recipe:{cfg.recipe.name}",
-            reason=f"{cfg.recipe.name}: {samples} records, {outcome.reason}",
-            lora_config=self.trainer.adapter()[1] if self._kind() == "lora" else None,
-        )
-        self.published += 1
-        return release
+    # ------------------------------------------------------------------ swaps
 
     def _swap(self, release: Any, tensors: dict[str, Any]) -> None:
         """Push ``tensors`` as ``release`` into the engine; a failure marks it inconsistent."""
@@ -439,8 +268,7 @@ class Daemon:
         target = served.tag if served is not None else BASE
         if target == self.weights.version and self.weights.consistent:
             return
-        kind = "base" if served is None else str(self.chain.manifest(served).get("kind"))
-        tensors = self.base_weights if served is None or kind == "base" else self.chain.load(served)
+        kind, tensors = self._weights_of(served)
         self.weights.begin_swap()
         try:
             self._reload(served, target, kind, tensors)
@@ -449,7 +277,7 @@ class Daemon:
             self.inconsistent_reason = f"reload of {target} failed: {message}"
             self.weights.end_swap(None, ok=False)
             return
-        self.trainer.load_weights(tensors, kind="full" if kind == "base" else kind)
+        self.trainer.load_weights(tensors, kind="full" if kind == BASE else kind)
         self.inconsistent_reason = None
         self.weights.end_swap(target)
         self._served_answers.clear()
@@ -489,24 +317,6 @@ class Daemon:
             self.weights.consistent,
         ]
 
-    def _count(self, counts: Any) -> None:
-        """Exclusions add up over rounds (each record is dropped once); ``seen`` and
-        ``unscored`` are what the last round saw."""
-        for key, value in counts.__dict__.items():
-            if key in ("seen", "unscored", "used"):
-                self.counts[key] = int(value)
-            else:
-                self.counts[key] = self.counts.get(key, 0) + int(value)
-
-    def _consume(self, ids: list[str]) -> None:
-        self.consumed.update(ids)
-        data = {"consumed": sorted(self.consumed), "recipe_state": self.recipe.state}
-        atomic_write_text(self.progress_file, json.dumps(data) + "\n", 0o600)
-
-    def _read_progress(self) -> tuple[set[str], dict[str, Any]]:
-        data = read_json_object(self.progress_file)
-        return set(data.get("consumed") or []), dict(data.get("recipe_state") or {})
-
     def status(self) -> dict[str, Any]:
         engine = self.engine
         return {
@@ -534,11 +344,6 @@ class Daemon:
     def _write_state(self) -> None:
         if self.write_state:
             state.write(self.status())
-
-
-def _metrics(metrics: Any) -> dict[str, Any]:
-    """A trainer's StepMetrics as release metadata (floats rounded)."""
-    return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(metrics).items()}
 
 
 def _write_safetensors(tensors: dict[str, Any], directory: Path) -> Path:

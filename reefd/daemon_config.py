@@ -7,7 +7,7 @@ engine, SAO, LoRA, gloo); a GPU workstation changes ``engine`` and ``sync``::
     scenario: default
     engine: {kind: torch, model: tiny, device: cpu}      # or kind: sglang / url: (attach)
     serve: {host: 127.0.0.1, port: 8910}
-    recipe: {name: sao, batch_size: 8, max_staleness: 2}
+    recipe: {name: sao, batch_size: 8, max_staleness: 2}    # or openclaw_rl, sft (no staleness)
     trainer: {kind: torch, mode: lora, lr: 1.0e-4}
     sync: {mode: dist, backend: gloo}                    # dist | ipc | disk | lora
     gate: {tasks: tasks.yaml}                            # required: a step alone is no pass
@@ -48,13 +48,22 @@ class ServeSection(_Section):
 
 
 class RecipeConfig(_Section):
-    name: Literal["sao", "openclaw_rl"] = "sao"
+    name: Literal["sao", "openclaw_rl", "sft"] = "sao"
     batch_size: int = Field(8, ge=1, le=100_000)
-    max_staleness: int = Field(2, ge=0, le=1000, description="weight versions a record may lag")
+    max_staleness: int | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="weight versions a record may lag (default: sao and openclaw_rl 2; sft "
+        "any, an accepted answer is a demonstration whichever weights or model wrote it)",
+    )
     judge: str | None = Field(None, description="openclaw_rl's judge model (LiteLLM string)")
     judge_api_base: str | None = None
     votes: int = Field(3, ge=1, le=15)
     baseline_decay: float = Field(0.9, ge=0, lt=1)
+    threshold: float = Field(
+        1.0, gt=0, le=1, description="sft: the lowest report score that accepts an answer"
+    )
 
 
 class TrainerConfig(_Section):

@@ -1,8 +1,10 @@
-"""`reefd`: start, status and stop the GPU daemon; list and roll back weight releases.
+"""`reefd`: start, status and stop the GPU daemon; train with no engine (the cold start);
+list and roll back weight releases.
 
-A thin shell over ``reefd.daemon``, ``reefd.state`` and ``reefd.weights``. Nothing here
-imports torch: `reefd --help` and `reefd status` work without the ``reef[reefd]`` extra,
-and `reefd start` without it is one line naming the install (exit 2).
+A thin shell over ``reefd.daemon``, ``reefd.learner``, ``reefd.state`` and
+``reefd.weights``. Nothing here imports torch: `reefd --help` and `reefd status` work
+without the ``reef[reefd]`` extra, and `reefd start` or `reefd train` without it is one
+line naming the install (exit 2).
 """
 
 from __future__ import annotations
@@ -51,6 +53,53 @@ def start(
             "stop it with `reefd stop`, or use another REEF_HOME",
         )
     daemon.run(config.load(config_file))
+
+
+@app.command()
+def train(
+    config_file: Path = typer.Option(
+        Path("reefd.yaml"), "-c", "--config", help="the daemon's settings (docs/reefd.md)"
+    ),
+    json_out: JsonOpt = False,
+) -> None:
+    """Train on the records already accepted and publish a weight release, with no engine.
+
+    The cold start (docs/sft.md): one round of reefd.yaml's recipe (`sft`: supervised
+    fine-tuning on answers reports accepted) on what is eligible now, gated like every
+    round; the next `reefd start` serves the release. Exits 3 when the gate does not
+    pass the candidate."""
+    from reef_cli.cli._output import console, markup, print_json
+    from reef_cli.core.errors import EvaluationInvalid, GateBlocked, ServeError
+    from reefd import daemon_config as config
+    from reefd import learner, state
+    from reefd._torch import require
+
+    require("torch")  # before reading anything: a machine without the extra learns it first
+    require("transformers")
+    running = state.status()
+    if running.get("running"):
+        raise ServeError(
+            f"reefd runs here (pid {running.get('pid')}) and trains in its own rounds",
+            "stop it with `reefd stop` first, or let it train (recipe in its reefd.yaml)",
+        )
+    settings = config.load(config_file)
+    result = learner.train(settings)
+    if json_out:
+        print_json(result.to_json())
+    if result.state == "rejected":
+        raise GateBlocked(
+            f"train rejected: {result.reason}",
+            "the batch is spent; train again once new answers are accepted, or change "
+            "trainer.lr / trainer.epochs",
+        )
+    if result.state != "published":
+        raise EvaluationInvalid(
+            f"train invalid: {result.reason}", "nothing was spent: run `reefd train` again"
+        )
+    if not json_out:
+        console().print(
+            markup(f"published {result.release} of {settings.scenario}: {result.reason}")
+        )
 
 
 @app.command()

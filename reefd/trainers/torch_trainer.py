@@ -1,11 +1,17 @@
 """reefd's built-in trainer: one device (CPU or CUDA), peft LoRA or a full fine-tune.
 
-One ``step`` is a PPO-style update on scored samples (OpenClaw-RL's and SAO's loss): per
-response token the ratio to π_old (the engine's logprobs when the sample has them, else
-recomputed here before the update, as Slime does by default), a two-sided clipped
-surrogate (0.2 / 0.28) and a k3 KL estimate to the reference (the base weights: the
-adapter switched off in LoRA mode, the weights at construction in full mode). The loss is
-``ppo_loss``, a pure function so its arithmetic can be checked by hand.
+One ``step`` trains on a batch with the loss its recipe names (``Batch.loss``):
+
+- ``ppo`` (OpenClaw-RL's and SAO's): per response token the ratio to π_old (the engine's
+  logprobs when the sample has them, else recomputed here before the update, as Slime
+  does by default), a two-sided clipped surrogate (0.2 / 0.28) weighted by the advantage,
+  and a k3 KL estimate to the reference (the base weights: the adapter switched off in
+  LoRA mode, the weights at construction in full mode);
+- ``nll`` (SFT's): the mean negative log-likelihood of the response tokens. The samples
+  are answers to imitate, so neither the advantage, π_old nor the reference takes part.
+
+Both are pure functions (``ppo_loss``, ``nll_loss``) so their arithmetic can be checked
+by hand.
 
 The trainer owns ``loaded.model``: LoRA layers are put into it in place. The engine must
 serve its own copy (the same spec and seed build the same weights).
@@ -15,14 +21,14 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reef_cli.core.errors import ConfigError
 from reefd._torch import require
 from reefd.models import Loaded, param_map, prompt_ids, served_state_dict
-from reefd.weight_recipes.base import Sample
+from reefd.weight_recipes.base import LOSSES, Loss, Sample
 
 MODES = ("lora", "full")
 ADAPTER = "default"
@@ -36,6 +42,7 @@ class StepMetrics:
     tokens: int
     samples: int
     seconds: float
+    objective: Loss = "ppo"  # the loss trained on (``kl`` and ``clip_fraction`` are ppo's)
 
 
 def ppo_loss(
@@ -70,6 +77,15 @@ def ppo_loss(
     return loss, kl_mean, clip_fraction
 
 
+def nll_loss(logp: Any, mask: Any) -> Any:
+    """The mean negative log-likelihood of the tokens where ``mask`` is set: supervised
+    fine-tuning's loss. Its gradient raises every target token's log-probability."""
+    torch = require("torch")
+    keep = mask.to(torch.bool)
+    count = keep.sum().clamp(min=1).to(logp.dtype)
+    return -torch.where(keep, logp, torch.zeros_like(logp)).sum() / count
+
+
 @dataclass
 class _Seq:
     """One sample ready for the model: ``ids`` = prompt + response, the response starting
@@ -80,6 +96,11 @@ class _Seq:
     length: int
     advantage: float
     old: list[float] | None
+
+
+# one micro-batch's (loss, mean kl, clip fraction), given its index, its sequences and
+# their response-token logprobs under the policy being trained
+GroupLoss = Callable[[int, list[_Seq], Any], tuple[Any, float, float]]
 
 
 class TorchTrainer:
@@ -170,46 +191,29 @@ class TorchTrainer:
 
     # ------------------------------------------------------------------ training
 
-    def step(self, samples: Sequence[Sample]) -> StepMetrics:
-        """One update on ``samples`` (``epochs`` optimizer steps over the whole batch)."""
+    def step(self, samples: Sequence[Sample], loss: Loss = "ppo") -> StepMetrics:
+        """One update on ``samples`` (``epochs`` optimizer steps over the whole batch) with
+        ``loss``: ``ppo`` or ``nll`` (the module docstring)."""
+        if loss not in LOSSES:
+            raise ConfigError(f"unknown training loss {loss!r}", f"one of: {', '.join(LOSSES)}")
         torch = self.torch
         started = time.perf_counter()
         seqs = [s for s in (self._seq(sample) for sample in samples) if s is not None]
         tokens = sum(s.length for s in seqs)
         if not seqs:
-            return StepMetrics(0.0, 0.0, 0.0, 0, 0, time.perf_counter() - started)
+            return StepMetrics(0.0, 0.0, 0.0, 0, 0, time.perf_counter() - started, loss)
         groups = self._micro_batches(seqs)
-        with torch.no_grad():
-            ref = [self._logprobs(group, reference=True) for group in groups]
-            old = [
-                self._old(group, self._logprobs(group) if _needs_old(group) else None)
-                for group in groups
-            ]
+        group_loss = self._ppo(groups) if loss == "ppo" else self._nll
         loss_total = kl_total = clip_total = 0.0
         for _ in range(self.epochs):
             self.optimizer.zero_grad(set_to_none=True)
             loss_total = kl_total = clip_total = 0.0
-            for group, ref_lp, old_lp in zip(groups, ref, old, strict=True):
+            for index, group in enumerate(groups):
                 logp = torch.cat(self._logprobs(group))
-                adv = torch.cat(
-                    [
-                        torch.full((s.length,), s.advantage, dtype=logp.dtype, device=self.device)
-                        for s in group
-                    ]
-                )
-                loss, kl, clip = ppo_loss(
-                    logp,
-                    torch.cat(old_lp).to(logp.dtype),
-                    torch.cat(ref_lp).to(logp.dtype),
-                    adv,
-                    torch.ones_like(logp, dtype=torch.bool),
-                    self.clip_low,
-                    self.clip_high,
-                    self.kl_beta,
-                )
+                value, kl, clip = group_loss(index, group, logp)
                 share = logp.numel() / tokens  # token-level mean over the whole batch
-                (loss * share).backward()
-                loss_total += float(loss.detach()) * share
+                (value * share).backward()
+                loss_total += float(value.detach()) * share
                 kl_total += kl * share
                 clip_total += clip * share
             if self.max_grad_norm > 0:
@@ -225,7 +229,43 @@ class TorchTrainer:
             tokens=tokens,
             samples=len(seqs),
             seconds=time.perf_counter() - started,
+            objective=loss,
         )
+
+    def _ppo(self, groups: list[list[_Seq]]) -> GroupLoss:
+        """PPO's loss for each micro-batch, with the reference's logprobs and π_old taken
+        once, before the update."""
+        torch = self.torch
+        with torch.no_grad():
+            ref = [self._logprobs(group, reference=True) for group in groups]
+            old = [
+                self._old(group, self._logprobs(group) if _needs_old(group) else None)
+                for group in groups
+            ]
+
+        def group_loss(index: int, group: list[_Seq], logp: Any) -> tuple[Any, float, float]:
+            adv = torch.cat(
+                [
+                    torch.full((s.length,), s.advantage, dtype=logp.dtype, device=self.device)
+                    for s in group
+                ]
+            )
+            return ppo_loss(
+                logp,
+                torch.cat(old[index]).to(logp.dtype),
+                torch.cat(ref[index]).to(logp.dtype),
+                adv,
+                torch.ones_like(logp, dtype=torch.bool),
+                self.clip_low,
+                self.clip_high,
+                self.kl_beta,
+            )
+
+        return group_loss
+
+    def _nll(self, index: int, group: list[_Seq], logp: Any) -> tuple[Any, float, float]:
+        """SFT's loss for a micro-batch: no reference, no π_old, so no KL and no clip."""
+        return nll_loss(logp, self.torch.ones_like(logp, dtype=self.torch.bool)), 0.0, 0.0
 
     def _seq(self, sample: Sample) -> _Seq | None:
         """Cut ``sample`` to ``max_length`` (the prompt loses its oldest tokens first, the

@@ -1,4 +1,4 @@
-"""Weight recipes: which records train the weights, and with what advantage (docs/reefd.md).
+"""Weight recipes: which records train the weights, with what advantage or loss (docs/reefd.md).
 
 ``recipe_named("sao", batch_size=8, max_staleness=2)`` builds one by name; the modules are
 imported only then (none of them imports torch).
@@ -16,6 +16,7 @@ from reef_cli.core.errors import ConfigError
 RECIPES: dict[str, str] = {
     "sao": "reefd.weight_recipes.sao:SAO",
     "openclaw_rl": "reefd.weight_recipes.openclaw_rl:OpenClawRL",
+    "sft": "reefd.weight_recipes.sft:SFT",
 }
 
 

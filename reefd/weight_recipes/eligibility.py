@@ -2,8 +2,10 @@
 
 A record trains only when it is whole (state ``complete``, status 200), no note says it
 spanned a swap or came from an inconsistent engine, and its weights are at most
-``max_staleness`` versions behind the ones being trained. Every record left out is
-counted by reason, so `reefd status` can say what was dropped and why.
+``max_staleness`` versions behind the ones being trained. An off-policy recipe (SFT:
+``max_staleness=None``) needs only the first: an accepted answer is a demonstration
+whichever weights, or whichever model behind a plain `reef serve`, wrote it. Every
+record left out is counted by reason, so `reefd status` can say what was dropped and why.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Counts:
     swapped: int = 0  # spanned a weight swap
     inconsistent: int = 0  # served while an update had failed midway
     unscored: int = 0  # eligible, but nothing scored it (yet)
+    below_threshold: int = 0  # eligible and scored, under sft's threshold (a report may lift it)
     failed: int = 0  # not complete, or not status 200
 
     def add(self, other: Counts) -> Counts:
@@ -67,7 +70,7 @@ def settled(record: Record) -> bool:
 
 
 def eligible(
-    records: Iterable[Record], current_version: str, max_staleness: int
+    records: Iterable[Record], current_version: str, max_staleness: int | None
 ) -> tuple[list[Record], Counts]:
     """The records that may train ``current_version`` and the counts of the rest.
 
@@ -82,6 +85,9 @@ def eligible(
         counts.seen += 1
         if record.state != "complete" or record.status != 200:
             counts.failed += 1
+            continue
+        if max_staleness is None:  # off-policy: who wrote it does not matter
+            kept.append(record)
             continue
         if record.weight_note is not None:
             if record.weight_note == INCONSISTENT:

@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reef_cli.core.reports import list_reports
 from reef_cli.core.store import Store
 from reefd.weight_recipes.base import Batch, Sample
-from reefd.weight_recipes.eligibility import eligible, settled
 from reefd.weight_recipes.samples import tokens_of
+from reefd.weight_recipes.scores import candidates
 
 
 def sao_advantages(
@@ -67,26 +66,13 @@ class SAO:
                 self.state["baseline"] = pending.get("baseline")
         self.state["pending"] = None
 
-    def scores(self, store: Store, scenario: str) -> dict[str, float]:
-        """Each referenced record's score: the latest scored report that names it."""
-        out: dict[str, float] = {}
-        for report in list_reports(store, scenario=scenario):
-            if report.score is None:
-                continue
-            for ref in report.references:
-                out[ref] = float(report.score)
-        return out
-
     def batch(self, store: Store, scenario: str, current_version: str, consumed: set[str]) -> Batch:
         self._settle(consumed)
-        scores = self.scores(store, scenario)
-        fresh = [r for r in store.iter(scenario=scenario) if r.is_turn and r.id not in consumed]
-        kept, counts = eligible(fresh, current_version, self.max_staleness)
-        kept_ids = {r.id for r in kept}
-        dropped = [r.id for r in fresh if settled(r) and r.id not in kept_ids]
+        found = candidates(store, scenario, current_version, consumed, self.max_staleness)
+        scores, counts, dropped = found.scores, found.counts, found.dropped
         samples: list[Sample] = []
         unit_scores: list[float] = []
-        for record in kept:
+        for record in found.records:
             if record.id not in scores:
                 counts.unscored += 1
                 continue

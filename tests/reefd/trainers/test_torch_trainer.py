@@ -1,6 +1,7 @@
-"""The built-in trainer on the tiny random-init Llama: the loss against a hand computation,
-a step that moves the weights the way the advantage says, exact undo, and served weights
-in the engine's names with LoRA merged."""
+"""The built-in trainer on the tiny random-init Llama: both losses against a hand
+computation, a step that moves the weights the way the advantage says (ppo) or toward
+the targets (nll), exact undo, and served weights in the engine's names with LoRA
+merged."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch
 from reef_cli.core.errors import ConfigError
 from reefd import models
 from reefd.trainers import torch_trainer
-from reefd.trainers.torch_trainer import TorchTrainer, ppo_loss
+from reefd.trainers.torch_trainer import TorchTrainer, nll_loss, ppo_loss
 from reefd.weight_recipes.base import Sample
 
 # --- the loss, by hand ------------------------------------------------------------------
@@ -92,6 +93,19 @@ def test_ppo_loss_with_nothing_unmasked_is_zero() -> None:
     assert (float(loss), kl, clip) == (0.0, 0.0, 0.0)
 
 
+def test_nll_loss_matches_a_hand_computation() -> None:
+    # four tokens; the last is masked out and would swamp the mean
+    logp = torch.tensor([-1.0, -2.0, -0.5, -9.0], dtype=torch.float64, requires_grad=True)
+    loss = nll_loss(logp, torch.tensor([1, 1, 1, 0]))
+    assert float(loss.detach()) == pytest.approx((1.0 + 2.0 + 0.5) / 3, abs=1e-12)
+    loss.backward()
+    assert logp.grad is not None
+    # d/dlogp of -mean(logp): -1/n on every kept token, so a descent step raises each
+    assert logp.grad.tolist() == pytest.approx([-1 / 3, -1 / 3, -1 / 3, 0.0], abs=1e-12)
+    nothing = nll_loss(torch.zeros(2), torch.zeros(2))
+    assert float(nothing) == 0.0
+
+
 # --- the tiny model ---------------------------------------------------------------------
 
 
@@ -140,6 +154,35 @@ def test_a_step_moves_the_logprob_the_way_the_advantage_says(mode: str, sign: fl
     assert metrics.kl >= 0.0
     assert 0.0 <= metrics.clip_fraction <= 1.0
     assert metrics.seconds > 0
+
+
+@pytest.mark.parametrize("mode", ["lora", "full"])
+def test_an_nll_step_lowers_the_nll_of_its_targets_whatever_the_advantage(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_ppo(*args: Any) -> Any:
+        raise AssertionError("nll takes no PPO term")
+
+    monkeypatch.setattr(torch_trainer, "ppo_loss", no_ppo)
+    loaded = _tiny()
+    trainer = TorchTrainer(loaded, mode=mode, lr=5e-3, epochs=3)
+    # a negative advantage would push a ppo step down; nll imitates the answer regardless
+    samples = [_sample(loaded, -1.0), _sample(loaded, 0.0, "another answer")]
+    before = [-_logprob(trainer, s) for s in samples]
+    metrics = trainer.step(samples, loss="nll")
+    after = [-_logprob(trainer, s) for s in samples]
+    assert all(a < b - 0.05 for a, b in zip(after, before, strict=True)), (before, after)
+    assert metrics.objective == "nll"
+    assert (metrics.kl, metrics.clip_fraction) == (0.0, 0.0)  # no reference, no ratio
+    assert metrics.tokens == sum(len(s.response_ids) for s in samples)
+    # the loss reported is the mean token NLL of the last epoch, before its optimizer step
+    assert sum(after) / metrics.tokens < metrics.loss < sum(before) / metrics.tokens
+
+
+def test_an_unknown_loss_is_a_config_error() -> None:
+    trainer = TorchTrainer(_tiny())
+    with pytest.raises(ConfigError, match="unknown training loss 'dpo'"):
+        trainer.step([_sample(trainer.loaded, 1.0)], loss="dpo")  # type: ignore[arg-type]
 
 
 def test_the_advantage_reaches_every_response_token(monkeypatch: pytest.MonkeyPatch) -> None:
