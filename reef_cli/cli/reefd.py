@@ -39,20 +39,28 @@ def start(
     """Launch (or attach) the engine, serve it through Reef's proxy, train and swap weights.
 
     Runs in the foreground until SIGTERM or Ctrl-C (`reefd stop` from another shell)."""
-    from reef_cli.core.errors import ServeError
-    from reefd import daemon, state
+    from reefd import daemon
     from reefd import daemon_config as config
+
+    _ready_to_train(
+        "reefd already runs here (pid {pid})",
+        "stop it with `reefd stop`, or use another REEF_HOME",
+    )
+    daemon.run(config.load(config_file))
+
+
+def _ready_to_train(running_message: str, hint: str) -> None:
+    """torch and transformers importable (a machine without the extra learns it before
+    anything is read) and no reefd running on this state dir (``{pid}``: its pid)."""
+    from reef_cli.core.errors import ServeError
+    from reefd import state
     from reefd._torch import require
 
-    require("torch")  # before reading anything: a machine without the extra learns it first
+    require("torch")
     require("transformers")
     running = state.status()
     if running.get("running"):
-        raise ServeError(
-            f"reefd already runs here (pid {running.get('pid')})",
-            "stop it with `reefd stop`, or use another REEF_HOME",
-        )
-    daemon.run(config.load(config_file))
+        raise ServeError(running_message.format(pid=running.get("pid")), hint)
 
 
 @app.command()
@@ -69,19 +77,14 @@ def train(
     round; the next `reefd start` serves the release. Exits 3 when the gate does not
     pass the candidate."""
     from reef_cli.cli._output import console, markup, print_json
-    from reef_cli.core.errors import EvaluationInvalid, GateBlocked, ServeError
+    from reef_cli.core.errors import EvaluationInvalid, GateBlocked
     from reefd import daemon_config as config
-    from reefd import learner, state
-    from reefd._torch import require
+    from reefd import learner
 
-    require("torch")  # before reading anything: a machine without the extra learns it first
-    require("transformers")
-    running = state.status()
-    if running.get("running"):
-        raise ServeError(
-            f"reefd runs here (pid {running.get('pid')}) and trains in its own rounds",
-            "stop it with `reefd stop` first, or let it train (recipe in its reefd.yaml)",
-        )
+    _ready_to_train(
+        "reefd runs here (pid {pid}) and trains in its own rounds",
+        "stop it with `reefd stop` first, or let it train (recipe in its reefd.yaml)",
+    )
     settings = config.load(config_file)
     result = learner.train(settings)
     if json_out:
