@@ -153,8 +153,11 @@ class MetaHarness:
             files, notes = workspace.read_next()
         except TreeError as exc:
             return f"next/tree/ is not a tree Reef can read: {exc.one_line()}"
-        if files == parent.files or any(files == other.files for other in kept):
-            return "no change: the tree is one already scored"
+        if files == parent.files:
+            return f"no change: next/tree/ is still candidate {parent.number}'s tree"
+        same = next((other for other in kept if other.files == files), None)
+        if same is not None:
+            return f"no change: the tree is candidate {same.number}'s, already scored"
         verdict = gate_files(files)
         if not verdict.passed:
             failed = next(c for c in verdict.checks if c.status not in ("passed", "pending"))

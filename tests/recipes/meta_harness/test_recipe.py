@@ -109,7 +109,7 @@ def test_the_best_candidate_on_val_is_gated_on_test_and_published(model: Sums) -
     assert [a.get("refused") for a in evidence["attempts"]] == [
         None,
         None,
-        "no change: the tree is one already scored",
+        "no change: next/tree/ is still candidate 2's tree",
     ]
     assert [c["mean"]["val"] for c in evidence["candidates"]] == [0.0, 0.0, 1.0]
     assert evidence["candidates"][2]["notes"] == f"Added rules/answer-format.md: {GOOD}"
@@ -226,3 +226,12 @@ def test_the_default_budget_grows_with_the_attempts_and_the_tasks() -> None:
     large = MetaHarness.with_options({"iterations": 5}).limits(sums(train=10, val=10))
     assert small is not None and large is not None
     assert small.calls is not None and large.calls is not None and large.calls > small.calls
+
+
+def test_a_tree_already_scored_is_named_and_not_scored_again(model: Sums) -> None:
+    demo()
+    proposer = ScriptedProposer([write_rule(USELESS), write_rule(GOOD), write_rule(USELESS)])
+    outcome = evolve(model, proposer)
+    assert outcome.state == "published", outcome.message
+    attempts = outcome.evidence["meta_harness"]["attempts"]
+    assert attempts[2]["refused"] == "no change: the tree is candidate 1's, already scored"
