@@ -727,7 +727,7 @@ def test_serve_yaml_reef_section(tmp_path: Path) -> None:
     ("section", "needle"),
     [
         ({"recipe": "reefine"}, "'reef.recipe': reefine learns from an ask"),
-        ({"recipe": "nope"}, "'reef.recipe': unknown recipe 'nope': use gepa or skillclaw"),
+        ({"recipe": "nope"}, "'reef.recipe': unknown recipe 'nope': use gepa, meta-harness or skillclaw"),
         ({}, "'reef.recipe': Field required"),
         ({"recipe": "gepa", "batch_size": 0}, "'reef.batch_size'"),
         ({"recipe": "gepa", "poll_s": 0}, "'reef.poll_s'"),
@@ -766,7 +766,7 @@ def test_reef_serve_refuses_a_bad_recipe_before_it_binds() -> None:
     from tests.cli.helpers import reef_fails
 
     line = reef_fails("serve", "--upstream", "http://127.0.0.1:9/v1", "--recipe", "reefin")
-    assert "reef.recipe" in line and "gepa or skillclaw" in line
+    assert "reef.recipe" in line and "gepa, meta-harness or skillclaw" in line
 
 
 def test_job_files_from_before_publish_still_load(home: Path) -> None:
