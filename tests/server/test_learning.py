@@ -727,7 +727,10 @@ def test_serve_yaml_reef_section(tmp_path: Path) -> None:
     ("section", "needle"),
     [
         ({"recipe": "reefine"}, "'reef.recipe': reefine learns from an ask"),
-        ({"recipe": "nope"}, "'reef.recipe': unknown recipe 'nope': use gepa, meta-harness or skillclaw"),
+        (
+            {"recipe": "nope"},
+            "'reef.recipe': unknown recipe 'nope': use gepa, meta-harness or skillclaw",
+        ),
         ({}, "'reef.recipe': Field required"),
         ({"recipe": "gepa", "batch_size": 0}, "'reef.batch_size'"),
         ({"recipe": "gepa", "poll_s": 0}, "'reef.poll_s'"),

@@ -526,7 +526,8 @@ def test_reef_evolve_schedule_nightly_prints_a_crontab_line_and_runs_nothing(
     )
     assert kept.exit_code == 0 and kept.stdout.rstrip().splitlines()[0].count("--no-cache") == 1
     refused = runner.invoke(app, ["evolve", "-s", "demo", "--schedule", "nightly"])
-    assert refused.exit_code == 2 and "(gepa, meta-harness, skillclaw), not reefine" in refused.output
+    assert refused.exit_code == 2
+    assert "(gepa, meta-harness, skillclaw), not reefine" in refused.output
     help_text = runner.invoke(app, ["evolve", "--help"]).output
     assert "skillclaw" in help_text and "--schedule" in help_text
 
