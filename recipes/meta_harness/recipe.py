@@ -124,15 +124,15 @@ class MetaHarness:
                 "agent_exit": run.transcript.returncode,
             }
             history.append(entry)
-            refused = self._refusal(run, workspace, parent, ctx, tasks, kept, k)
-            if isinstance(refused, str):
-                entry["refused"] = refused
+            judged = self._judge(run, workspace, parent, ctx, tasks, kept, k)
+            if isinstance(judged, str):
+                entry["refused"] = judged
                 continue
-            kept.append(refused)
-            entry.update(candidate=k, val=round(refused.val(), 4))
+            kept.append(judged)
+            entry.update(candidate=k, val=round(judged.val(), 4))
         return self._result(ctx, served, kept, history)
 
-    def _refusal(
+    def _judge(
         self,
         run: Any,
         workspace: Workspace,

@@ -21,7 +21,7 @@ from reef_cli.core.errors import AuthError, ReefError
 from reef_cli.core.names import check_name
 from reef_cli.core.records import RecordNotFound
 from reef_cli.core.tokens import Grant
-from reef_cli.server.api import promote_release
+from reef_cli.server.api import Unauthorized, allow, promote_release
 from reef_cli.server.console import pages
 from reef_cli.server.console.html import (
     BASE,
@@ -74,8 +74,6 @@ def _caller(request: Request) -> tuple[Caller, Session | None]:
     if "authorization" in request.headers:
         grant = auth.grant(request.headers, allow_api_key=False)
         if grant is None:
-            from reef_cli.server.api import Unauthorized
-
             raise Unauthorized("wrong Reef token", "`reef token` prints it")
         return Caller(grant, None), None
     sessions = _sessions(request)
@@ -118,8 +116,6 @@ def _problem(caller: Caller | None, exc: ReefError) -> HTMLResponse:
 
 
 def _allow(caller: Caller, scenario: str) -> None:
-    from reef_cli.server.api import allow
-
     check_name("scenario", scenario)
     allow(caller.grant, scenario)
 
@@ -184,8 +180,6 @@ async def _write(request: Request, act: Any) -> Response:
     try:
         caller, _ = _caller(request)
     except _SignIn:
-        from reef_cli.server.api import Unauthorized
-
         return _problem(None, Unauthorized("sign in first", f"open {BASE}/login"))
     except ReefError as exc:
         return _problem(None, exc)
