@@ -45,7 +45,7 @@ class LearnOptions:
     persona: Persona
     recipe: str = DEFAULT_RECIPE
     sessions: int | None = None  # default: every train prompt of the persona
-    batch_size: int = 7
+    batch_size: int = 5  # the sign test's minimum: a held-back run retries each session
     home: Path | None = None  # default: a fresh temporary state dir, removed afterwards
     plot: Path | None = None
     command: str = ""

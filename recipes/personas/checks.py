@@ -5,8 +5,9 @@ Regex kinds run with ``re.MULTILINE`` on the reply as given (``forbid``: no matc
 anywhere; ``require``: a match somewhere; ``starts_with``: a match at the start of the
 first non-empty line; ``last_line``: the last non-empty line matches). ``words`` forbids
 whole words, case-insensitively. ``correct: last`` compares the gold answer with the
-reply's last number (or its last yes/no word, when the gold answer is one);
-``correct: contains`` finds the gold answer anywhere in the reply, case-insensitively. An empty
+reply's last number (or its last yes/no word, when the gold answer is one), ``correct:
+first`` with its first (a contract that puts the result up front); ``correct:
+contains`` finds the gold answer anywhere in the reply, case-insensitively. An empty
 reply fails every check: a reply that does no work is never accepted.
 """
 
@@ -47,20 +48,20 @@ def _number(text: str) -> float | None:
         return None
 
 
-def correct_last(reply: str, gold: str | None) -> bool:
-    """The reply's last number equals the gold number; for a yes/no gold answer, its
-    last yes/no word does."""
+def correct_at(reply: str, gold: str | None, which: int = -1) -> bool:
+    """The reply's last (``which`` -1) or first (0) number equals the gold number; for a
+    yes/no gold answer, that yes/no word does."""
     if gold is None:
         return False
     wanted = gold.strip().lower()
     if wanted in ("yes", "no"):
         found = _YES_NO.findall(reply)
-        return bool(found) and found[-1].lower() == wanted
+        return bool(found) and found[which].lower() == wanted
     target = _number(wanted)
     found = _NUMBER.findall(reply)
     if target is None or not found:
         return False
-    have = _number(found[-1])
+    have = _number(found[which])
     return have is not None and abs(have - target) < 1e-9
 
 
@@ -86,7 +87,7 @@ def passes(check: Check, reply: str, gold: str | None) -> bool:
         return not any(w.lower() in banned for w in _WORD.findall(reply))
     if check.correct == "contains":
         return gold is not None and gold.strip().lower() in reply.lower()
-    return correct_last(reply, gold)
+    return correct_at(reply, gold, 0 if check.correct == "first" else -1)
 
 
 def judge(checks: list[Check], reply: str, gold: str | None) -> Verdict:

@@ -32,7 +32,7 @@ def learn_cmd(
         None, "--sessions", min=1, help="Sessions to play [default: every train prompt]."
     ),
     batch_size: int = typer.Option(
-        7, "--batch-size", min=1, help="Scored sessions before the live loop runs the recipe."
+        5, "--batch-size", min=1, help="Scored sessions before the live loop runs the recipe."
     ),
     plot: Path | None = typer.Option(
         None, "--plot", help="Write the accept curve and held-out scores as a PNG here."

@@ -23,7 +23,7 @@ from tests.cli.helpers import reef_fails
 
 def test_reef_ships_at_least_four_personas() -> None:
     assert set(shipped()) >= {
-        "answer-line",
+        "answer-first",
         "conventional-commits",
         "creature-facts",
         "plain-prose",
@@ -118,6 +118,12 @@ CASES: dict[str, tuple[Check, str, str, str | None]] = {
         "No at first sight; on reflection: yes.",
         "Yes, I think; well, no.",
         "yes",
+    ),
+    "correct-first": (
+        check(correct="first"),
+        "Answer: 1,234\nWorking: 1,000 + 200 + 34 = 1234, from 3 parts",
+        "Of 3 parts, 1,000 + 200 + 34 make 1234",
+        "1234",
     ),
     "correct-contains": (
         check(correct="contains"),
