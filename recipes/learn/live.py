@@ -213,7 +213,10 @@ class SimulatedUser:
         while True:
             state = self.learning()
             run = state.get("last_run")
-            counted = (state.get("counts") or {}).get("scored_sessions", 0) >= reported
+            # Not ``scored_sessions``: the loop updates it before a count that may wait a
+            # poll, and a trigger decided on the older count would let her go on while
+            # the run her last report starts has not begun.
+            counted = (state.get("counts") or {}).get("counted_sessions", 0) >= reported
             waits = (state.get("next_trigger") or {}).get("waits_for")
             active = run is not None and run.get("state") in ("queued", "running")
             if counted and not active and waits not in ("count", "job"):

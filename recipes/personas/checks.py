@@ -6,7 +6,8 @@ anywhere; ``require``: a match somewhere; ``starts_with``: a match at the start 
 first non-empty line; ``last_line``: the last non-empty line matches). ``words`` forbids
 whole words, case-insensitively. ``correct: last`` compares the gold answer with the
 reply's last number (or its last yes/no word, when the gold answer is one), ``correct:
-first`` with its first (a contract that puts the result up front); ``correct:
+first`` with its first (a contract that puts the result up front), ``correct: any``
+with any of its numbers (the result is stated somewhere, whatever the layout); ``correct:
 contains`` finds the gold answer anywhere in the reply, case-insensitively. An empty
 reply fails every check: a reply that does no work is never accepted.
 """
@@ -65,6 +66,18 @@ def correct_at(reply: str, gold: str | None, which: int = -1) -> bool:
     return have is not None and abs(have - target) < 1e-9
 
 
+def correct_anywhere(reply: str, gold: str | None) -> bool:
+    """One of the reply's numbers (or yes/no words) equals the gold answer."""
+    if gold is None:
+        return False
+    wanted = gold.strip().lower()
+    if wanted in ("yes", "no"):
+        return any(word.lower() == wanted for word in _YES_NO.findall(reply))
+    target = _number(wanted)
+    numbers = (_number(found) for found in _NUMBER.findall(reply))
+    return target is not None and any(n is not None and abs(n - target) < 1e-9 for n in numbers)
+
+
 def passes(check: Check, reply: str, gold: str | None) -> bool:
     """Whether ``reply`` passes ``check`` (``gold``: the prompt's answer, if any)."""
     if not reply.strip():
@@ -87,6 +100,8 @@ def passes(check: Check, reply: str, gold: str | None) -> bool:
         return not any(w.lower() in banned for w in _WORD.findall(reply))
     if check.correct == "contains":
         return gold is not None and gold.strip().lower() in reply.lower()
+    if check.correct == "any":
+        return correct_anywhere(reply, gold)
     return correct_at(reply, gold, 0 if check.correct == "first" else -1)
 
 

@@ -58,7 +58,7 @@ class Check(_Strict):
     max_words: int | None = Field(None, ge=1, le=10_000)
     min_words: int | None = Field(None, ge=1, le=10_000)
     words: list[str] | None = None
-    correct: Literal["last", "first", "contains"] | None = None
+    correct: Literal["last", "first", "any", "contains"] | None = None
     complaint: str | None = Field(None, min_length=1, max_length=400)
 
     @field_validator(*REGEX_KINDS)

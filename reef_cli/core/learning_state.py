@@ -60,7 +60,8 @@ class LearningState:
     recipe: str | None = None
     checked_at: str | None = None
     # eligible, stale, unscored (core.evidence), scored_sessions (an upper bound on
-    # eligible, from SQL), served (release), counted_at (when the full count ran)
+    # eligible, from SQL), served (release), counted_at (when the full count ran),
+    # counted_sessions (the scored sessions that full count, and the trigger after it, saw)
     counts: dict[str, Any] = field(default_factory=dict)
     last_run: LastRun | None = None
     # {"waits_for": sessions | interval | retry | job | tasks | train | count | replica | runner |

@@ -381,6 +381,7 @@ class LiveLoop(Periodic):
             eligible=len(found.ready),
             stale=found.stale,
             unscored=found.unscored,
+            counted_sessions=scored,  # what this count (and the decision after it) saw
             counted_at=now_iso(),
         )
         state.counts.pop("eligible_at_most", None)

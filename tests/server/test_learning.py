@@ -358,6 +358,7 @@ def test_sessions_older_than_max_staleness_are_excluded_and_counted(live) -> Non
     counts = stack.state("shop")["counts"]
     assert (counts["eligible"], counts["stale"], counts["unscored"]) == (2, 2, 1)
     assert counts["served"] == 3 and counts["scored_sessions"] == 4
+    assert counts["counted_sessions"] == 4  # the full count's own view, for whoever waits on it
     stack.polls(5)
     assert runner.jobs == []
     assert chain.served().number == 3

@@ -38,7 +38,7 @@ from tests.fakes.upstream import FakeUpstream, Turn
 SEED = 20  # three checks (one `correct`), facts and a lenient measure; every seed: below
 TRAIN, HELDOUT, BATCH = 8, 6, 5
 KINDS = ("forbid", "require", "starts_with", "last_line", "max_words", "min_words", "words")
-CORRECT = ("last", "first", "contains")
+CORRECT = ("last", "first", "any", "contains")
 MIN_WORDS, PADDED, MAX_WORDS, OVER = 30, 34, 40, 46
 _CONSONANTS, _VOWELS = "bdfgklmnprstvz", "aeiou"
 COMPLAINTS = (  # {m}: the check's marker word
@@ -94,7 +94,7 @@ def random_persona(seed: int) -> dict[str, Any]:
         item: dict[str, Any] = {
             "prompt": f"Question {i}: what about the {noun} {coined(rng, taken)}?"
         }
-        if correct in ("last", "first"):
+        if correct in ("last", "first", "any"):
             item["answer"] = rng.choice(["yes", "no", str(rng.randint(2, 999))])
         elif correct == "contains":
             item["answer"] = coined(rng, taken)

@@ -125,6 +125,18 @@ CASES: dict[str, tuple[Check, str, str, str | None]] = {
         "Of 3 parts, 1,000 + 200 + 34 make 1234",
         "1234",
     ),
+    "correct-any": (
+        check(correct="any"),
+        "10 packs of 7 make 70 pencils, so 7 packs hold 70 / 10 x 7 as well",
+        "10 packs of 7 make 71 pencils",
+        "70",
+    ),
+    "correct-any-yes-no": (
+        check(correct="any"),
+        "Is it? Yes.",
+        "No, it is not.",
+        "yes",
+    ),
     "correct-contains": (
         check(correct="contains"),
         "It REVERSES the string.",
