@@ -20,7 +20,8 @@ from reef_cli.core.paired_rule import sign_test_minimum
 from reef_cli.core.store import open_store
 
 MARK_NAME = "skillclaw"  # scenarios/<S>/skillclaw.json
-CONSUMED = ("published", "pending", "rejected")  # the ends after which the batch is spent
+# the ends after which the batch is spent (a held-back run, also unchanged, read nothing)
+CONSUMED = ("published", "pending", "rejected", "unchanged")
 TOKENS_PER_CALL = 4000
 SECONDS_PER_CALL = 10.0
 
@@ -204,6 +205,8 @@ class SkillClaw:
             lines=[_line_json(line) for line in learned],
         )
         if not plan.kept and not rule_files:
+            # every session went well: consumed, and the run ends unchanged, not rejected
+            ctx.nothing_new = all(s.key in went_well for s in scored if s.score is not None)
             return []
         files = dict(ctx.incumbent) | rule_files
         for name in sorted(plan.edited):

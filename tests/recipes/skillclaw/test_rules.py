@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from recipes.skillclaw import rules
+from recipes.skillclaw import decide, rules
 from recipes.skillclaw.signals import Scored
 from recipes.tasks.runners import render_harness
 from reef_cli.core import scenarios
@@ -227,3 +227,17 @@ def test_a_batch_with_too_few_rejected_answers_is_held_until_one_more_comes(claw
     numbers = outcome.evidence["evaluation"]["numbers"]
     assert (numbers["tasks"], numbers["wins"], numbers["ties"]) == (8, 5, 3)
     assert len(mark_of()) == 8
+
+
+def test_a_batch_the_person_accepted_throughout_ends_unchanged_and_is_consumed(
+    claw: Claw,
+) -> None:
+    """Five accepted answers: nothing to learn, no decision asked for; the run ends
+    ``unchanged`` (not ``rejected``: no candidate failed) and the batch is read."""
+    demo()
+    for i in range(5):
+        seed_session("demo", f"ok{i}", ask=f"count legs {i}", skills=(), score=1.0, feedback=None)
+    outcome = run(claw)
+    assert outcome.state == "unchanged", outcome.message
+    assert outcome.message == "nothing new to learn from"
+    assert claw.bodies(decide.SYSTEM) == [] and len(mark_of()) == 5
