@@ -49,33 +49,26 @@ def _number(text: str) -> float | None:
         return None
 
 
-def correct_at(reply: str, gold: str | None, which: int = -1) -> bool:
-    """The reply's last (``which`` -1) or first (0) number equals the gold number; for a
-    yes/no gold answer, that yes/no word does."""
-    if gold is None:
-        return False
+def _hits(reply: str, gold: str) -> list[bool]:
+    """For each of the reply's yes/no words (a yes/no gold answer) or numbers, in order,
+    whether it is the gold answer."""
     wanted = gold.strip().lower()
     if wanted in ("yes", "no"):
-        found = _YES_NO.findall(reply)
-        return bool(found) and found[which].lower() == wanted
+        return [word.lower() == wanted for word in _YES_NO.findall(reply)]
     target = _number(wanted)
-    found = _NUMBER.findall(reply)
-    if target is None or not found:
-        return False
-    have = _number(found[which])
-    return have is not None and abs(have - target) < 1e-9
+    if target is None:
+        return []
+    values = (_number(found) for found in _NUMBER.findall(reply))
+    return [value is not None and abs(value - target) < 1e-9 for value in values]
 
 
-def correct_anywhere(reply: str, gold: str | None) -> bool:
-    """One of the reply's numbers (or yes/no words) equals the gold answer."""
-    if gold is None:
+def correct(reply: str, gold: str | None, where: str) -> bool:
+    """The reply's ``last``, ``first`` or ``any`` number (or yes/no word) is the gold
+    answer."""
+    hits = _hits(reply, gold) if gold is not None else []
+    if not hits:
         return False
-    wanted = gold.strip().lower()
-    if wanted in ("yes", "no"):
-        return any(word.lower() == wanted for word in _YES_NO.findall(reply))
-    target = _number(wanted)
-    numbers = (_number(found) for found in _NUMBER.findall(reply))
-    return target is not None and any(n is not None and abs(n - target) < 1e-9 for n in numbers)
+    return any(hits) if where == "any" else hits[0 if where == "first" else -1]
 
 
 def passes(check: Check, reply: str, gold: str | None) -> bool:
@@ -100,9 +93,7 @@ def passes(check: Check, reply: str, gold: str | None) -> bool:
         return not any(w.lower() in banned for w in _WORD.findall(reply))
     if check.correct == "contains":
         return gold is not None and gold.strip().lower() in reply.lower()
-    if check.correct == "any":
-        return correct_anywhere(reply, gold)
-    return correct_at(reply, gold, 0 if check.correct == "first" else -1)
+    return correct(reply, gold, check.correct or "last")
 
 
 def judge(checks: list[Check], reply: str, gold: str | None) -> Verdict:
