@@ -29,8 +29,10 @@ ANSWER = Turn(text="word " * 12_000)  # ~60 KB an answer: the bound holds about 
 
 
 def _lock(db: Path) -> sqlite3.Connection:
-    """Hold the store's write lock from another connection: its writer waits (busy)."""
-    conn = sqlite3.connect(db, isolation_level=None, timeout=0)
+    """Hold the store's write lock from another connection: its writer waits (busy). Taking
+    it waits for a batch the writer is still committing (a clean-clone CI once found the
+    lock held right after the warm-up's 1 MB answers and failed here, before any check)."""
+    conn = sqlite3.connect(db, isolation_level=None, timeout=30)
     conn.execute("BEGIN IMMEDIATE")
     return conn
 
