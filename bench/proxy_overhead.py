@@ -2,7 +2,7 @@
 """What `reef serve` adds on top of a model server, measured side by side in one run.
 
     .venv/bin/python bench/proxy_overhead.py [--duration 5] [--litellm PATH | --no-litellm]
-        [--variants journal-off,no-record,no-metrics,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
+        [--variants journal-off,writer-thread,no-record,no-metrics,gc-freeze,gc-off,switch-default,switch-50us] [--no-portkey]
         [-c serve.yaml | --no-live-loop] [--no-responses] [--no-postgres | --stores]
 
 Starts a fast scripted upstream (uvicorn + bare Starlette: answers at once, 20 SSE chunks
@@ -29,12 +29,15 @@ when streaming), then measures, with wrk as the load generator:
               against reef serve on SQLite (--no-postgres leaves it out; --stores runs only
               direct, bare relay, reef serve and this row)
   reef: X     reef serve with one thing changed (--variants), to find what the tail costs:
-              journal-off (no receipt journal), no-record (--no-record), no-metrics
+              journal-off (no receipt journal, so records are built on the serving process's
+              writer thread), writer-thread (`record_writer: thread`: the journal on, records
+              built on that thread instead of the writer process), no-record (--no-record), no-metrics
               (`metrics: false`: nothing counted for GET /metrics), gc-freeze
               (gc.freeze() after start-up; reef serve now does it itself), no-gc-freeze (without it),
               gc-off (no cyclic GC), switch-default
               (Python's 5 ms GIL switch interval instead of reef's 0.2 ms), switch-50us,
-              executemany (rows inserted with executemany, one GIL round trip per row)
+              executemany (rows inserted with executemany, one GIL round trip per row, on the
+              writer thread)
   nginx       proxy_pass (where nginx is installed)
   litellm     the LiteLLM proxy, no database, one worker: --litellm PATH, else the bench
               installs litellm[proxy] (Reef's pinned version) into a venv in --cache-dir
@@ -249,9 +252,11 @@ if variant == "live-loop":  # the serve.yaml's `reef:` section, with the real jo
     loop = build({"upstream": "http://x/v1", **load_file(Path(sys.argv[4]))}).reef
     runner = Worker()
 responses = {"upstream_responses": True} if variant == "responses-relay" else {}
+# the records built on a thread of the serving process (executemany patches that thread's store)
+writer = "thread" if variant in ("writer-thread", "executemany") else "process"
 serve(ServeConfig(port=int(sys.argv[1]), upstream=sys.argv[2] + "/v1", upstream_dialect="openai",
                   record=variant != "no-record", metrics=variant != "no-metrics", reef=loop,
-                  **responses),
+                  record_writer=writer, **responses),
       announce=lambda s: None, jobs=runner)
 """
 # The bare relay (bench/bare_relay.py as it is) with a /v1/responses route added: the
@@ -272,6 +277,7 @@ LIVE_LOOP_YAML = "reef:\n  recipe: skillclaw\n  batch_size: 1000000\n  poll_s: 1
 VARIANTS = (
     "live-loop",
     "journal-off",
+    "writer-thread",
     "no-record",
     "no-metrics",
     "gc-freeze",

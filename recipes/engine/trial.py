@@ -167,6 +167,8 @@ def trial_proxy(model: ModelClient, scenario: str) -> Iterator[Proxy]:
             upstream_dialect=endpoint.dialect,
             upstream_key_env=endpoint.key_env,
             default_scenario=scenario,
+            # one job's gateway: a writer process would cost more to start than it saves
+            record_writer="thread",
         )
         token = "reef-trial-" + secrets.token_urlsafe(24)
         app = create_app(config, tokens=TokenSet(token, []))

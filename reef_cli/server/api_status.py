@@ -63,6 +63,13 @@ def status(state: Any, grant: Grant) -> dict[str, Any]:
         out["store"] = {"backend": scheme_of(url) or "sqlite", "url": shown_url(url)}
         out["upstream"] = {"url": shown_url(config.upstream or ""), "dialect": config.dialect}
         out["config"] = config.shown()
+        if recorder is not None:
+            process = recorder.process
+            out["record_writer"] = {
+                "kind": "thread" if process is None else "process",
+                "pid": None if process is None else process.pid,
+                "restarts": 0 if process is None else process.restarts,
+            }
     return out
 
 

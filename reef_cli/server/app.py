@@ -122,7 +122,11 @@ def create_app(
     owns_store = store is None
     store = store if store is not None else open_store(configured=config.database_url)
     recorder = (
-        Recorder(store, max_backlog_bytes=config.max_record_backlog_bytes)
+        Recorder(
+            store,
+            max_backlog_bytes=config.max_record_backlog_bytes,
+            writer=config.record_writer,
+        )
         if config.record
         else None
     )

@@ -14,9 +14,13 @@ however much a crash left behind):
   it is sent, ``E`` (status) before the last bytes -> ``complete`` when ``E`` is there,
   else ``interrupted`` with the chunks that were sent.
 
-A write that reached the kernel survives the death of the process; the writer thread
+A write that reached the kernel survives the death of the process; the record writer
 fdatasyncs the open segment about once a second, so a power cut loses at most about a
 second of receipts (SQLite itself runs with ``synchronous=NORMAL``, the same bound).
+
+The journal is also how records reach the store: ``reef serve``'s record writer process
+(record_writer.py) tails the live segments with :func:`entries` and stores what it reads,
+so the serving process's only work per exchange is the ``os.write``.
 
 Segments: ``<state>/records-journal/<ns>-<pid>-<n>.seg``, each held under an exclusive
 ``flock`` by the process writing it (the lock dies with it), so replay only touches the
@@ -34,7 +38,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +56,8 @@ _MARK = b"\x1erj "  # entry: MARK + header length + " " + header JSON + payloads
 
 class Segment:
     """One journal file. ``opened`` is only counted up by the response path and
-    ``closed`` only by the writer thread, so neither needs a lock."""
+    ``closed`` and ``processed`` only set by the recorder's writer (thread, or the thread
+    that reads the writer process's reports), so none needs a lock."""
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
@@ -60,6 +65,7 @@ class Segment:
         self.size = 0
         self.opened = 0  # exchanges begun in this segment
         self.closed = 0  # of those, how many have their final record in SQLite
+        self.processed = 0  # bytes the writer process has read and stored (process mode)
         self.retired = False  # no longer the one new exchanges go to
         self.removed = False
         self.unsynced = False
@@ -83,6 +89,8 @@ class Journal:
         self._current: Segment | None = None
         self.broken = False  # a write failed: records still flow, without the journal
         self.last_sync = time.monotonic()
+        self.appended = 0  # bytes written by this process (the writer process's backlog)
+        self.on_segment: Callable[[Segment], None] | None = None  # a new segment began
 
     # ------------------------------------------------------------ writing (response path)
 
@@ -114,35 +122,46 @@ class Journal:
             if seg is not None:
                 seg.retired = True
             self._current = fresh
+            if self.on_segment is not None:
+                self.on_segment(fresh)
             return fresh
+
+    def live(self) -> list[Segment]:
+        """The segments not yet removed, oldest first."""
+        with self._lock:
+            return list(self._segments)
 
     def begin(self, seg: Segment) -> None:
         seg.opened += 1
 
-    def append(self, seg: Segment | None, meta: dict[str, Any], *payloads: bytes) -> None:
+    def append(self, seg: Segment | None, meta: dict[str, Any], *payloads: bytes) -> bool:
+        """Write one entry; False when it is not in the journal (no segment, or the
+        write failed): the caller then hands the exchange over some other way."""
         if seg is None or seg.removed:
-            return
-        data = b"".join((_header(meta, [len(p) for p in payloads]), *payloads))
-        try:
-            os.write(seg.fd, data)  # O_APPEND: one write is one whole entry
-        except OSError as exc:
-            self._fail(exc)
-            return
-        seg.size += len(data)
-        seg.unsynced = True
+            return False
+        return self._write(seg, b"".join((_header(meta, [len(p) for p in payloads]), *payloads)))
 
-    def append_chunk(self, seg: Segment | None, record_id: str, chunk: bytes) -> None:
+    def append_chunk(self, seg: Segment | None, record_id: str, chunk: bytes) -> bool:
         if seg is None or seg.removed:
-            return
+            return False
         head = b'{"k":"C","id":"%s","n":[%d]}' % (record_id.encode(), len(chunk))
-        data = _MARK + str(len(head)).encode() + b" " + head + chunk
+        return self._write(seg, _MARK + str(len(head)).encode() + b" " + head + chunk)
+
+    def _write(self, seg: Segment, data: bytes) -> bool:
+        if self.broken:
+            return False
         try:
-            os.write(seg.fd, data)
+            written = os.write(seg.fd, data)  # O_APPEND: one write is one whole entry
         except OSError as exc:
             self._fail(exc)
-            return
-        seg.size += len(data)
+            return False
+        seg.size += written
+        self.appended += written
         seg.unsynced = True
+        if written != len(data):  # a full disk cuts a write short: that entry is torn
+            self._fail(OSError(f"wrote {written} of {len(data)} bytes"))
+            return False
+        return True
 
     def _fail(self, exc: OSError) -> None:
         if not self.broken:
@@ -161,11 +180,12 @@ class Journal:
         if seg is not None:
             seg.closed += 1
 
-    def maintain(self, force_sync: bool = False) -> None:
-        """fdatasync the segments with unsynced writes (about once a second), remove the
-        retired segments whose exchanges are all stored. Writer thread only."""
+    def maintain(self, force_sync: bool = False, sync: bool = True) -> None:
+        """fdatasync the segments with unsynced writes (about once a second; not with
+        ``sync=False``: the writer process syncs what it reads), remove the retired
+        segments whose exchanges are all stored. The recorder's writer only."""
         now = time.monotonic()
-        if force_sync or now - self.last_sync >= SYNC_SECONDS:
+        if sync and (force_sync or now - self.last_sync >= SYNC_SECONDS):
             self.last_sync = now
             for seg in list(self._segments):
                 if seg.unsynced and not seg.removed:
@@ -247,11 +267,12 @@ class _Reader:
         return self._buf[at - self._at : end - self._at]
 
 
-def entries(fd: int) -> Iterator[tuple[dict[str, Any], list[tuple[int, int]]]]:
-    """Whole entries of a segment as (header, payload spans); a torn last entry (a write
-    cut short) ends it. Payloads are not read."""
+def entries(fd: int, start: int = 0) -> Iterator[tuple[dict[str, Any], list[tuple[int, int]], int]]:
+    """Whole entries of a segment from offset ``start`` as (header, payload spans, the
+    offset after the entry); a torn last entry (a write cut short, or one still being
+    written) ends it. Payloads are not read."""
     reader = _Reader(fd)
-    pos = 0
+    pos = start
     while pos < reader.size:
         head = reader.get(pos, len(_MARK) + 24)
         if head[: len(_MARK)] != _MARK:
@@ -274,7 +295,7 @@ def entries(fd: int) -> Iterator[tuple[dict[str, Any], list[tuple[int, int]]]]:
         for n in sizes:
             spans.append((cursor, n))
             cursor += n
-        yield meta, spans
+        yield meta, spans, cursor
         pos = cursor
 
 
@@ -282,23 +303,33 @@ def index(fd: int) -> dict[str, Spans]:
     """Every exchange in one segment, by receipt, as spans. An exchange's entries all go
     to the segment it began in, so a segment is replayed on its own."""
     found: dict[str, Spans] = {}
-    for meta, spans in entries(fd):
-        kind = meta.pop("k", None)
-        rid = meta.get("id")
-        if not isinstance(rid, str):
-            continue
-        if kind == "X" and len(spans) == 2:
-            found[rid] = Spans(meta, spans[0], spans[1])
-        elif kind == "S" and spans:
-            found[rid] = Spans(meta, spans[0])
-        elif kind == "C" and rid in found and spans:
-            found[rid].chunks.append(spans[0])
-        elif kind == "E" and rid in found:
-            found[rid].end = meta
+    for meta, spans, _end in entries(fd):
+        add(found, meta, spans)
     return found
 
 
-def _read(fd: int, span: tuple[int, int]) -> bytes:
+def add(found: dict[str, Spans], meta: dict[str, Any], spans: list[tuple[int, int]]) -> str | None:
+    """Fold one entry into ``found``; the kind of entry it was (``X``, ``S``, ``C``,
+    ``E``), or None for one that does not fit (no receipt, or a part of an exchange
+    whose start is not in ``found``)."""
+    kind = meta.pop("k", None)
+    rid = meta.get("id")
+    if not isinstance(rid, str):
+        return None
+    if kind == "X" and len(spans) == 2:
+        found[rid] = Spans(meta, spans[0], spans[1])
+    elif kind == "S" and spans:
+        found[rid] = Spans(meta, spans[0])
+    elif kind == "C" and rid in found and spans:
+        found[rid].chunks.append(spans[0])
+    elif kind == "E" and rid in found:
+        found[rid].end = meta
+    else:
+        return None
+    return str(kind)
+
+
+def read_span(fd: int, span: tuple[int, int]) -> bytes:
     at, n = span
     data = os.pread(fd, n, at)
     if len(data) != n:
@@ -310,9 +341,9 @@ def load(fd: int, spans: Spans) -> Replayed:
     """One exchange with its payloads read from the segment."""
     return Replayed(
         spans.meta,
-        _read(fd, spans.request),
-        None if spans.body is None else _read(fd, spans.body),
-        [_read(fd, span) for span in spans.chunks],
+        read_span(fd, spans.request),
+        None if spans.body is None else read_span(fd, spans.body),
+        [read_span(fd, span) for span in spans.chunks],
         spans.end,
     )
 

@@ -228,14 +228,15 @@ class _Readings:
         backlog.add_metric([], recorder.backlog_bytes)
         written = CounterMetricFamily(
             "reef_record_writes",
-            "Rows this process wrote to the store: one per exchange, plus a stream's "
-            "`streaming` row before its end; exchanges replayed from the journal included.",
+            "Rows this server's writers (its record writer process, its writer thread) "
+            "wrote to the store: one per exchange, plus a stream's `streaming` row before "
+            "its end; exchanges replayed from the journal included.",
         )
-        written.add_metric([], recorder.written)
+        written.add_metric([], recorder.writer_written)
         failed = CounterMetricFamily(
-            "reef_record_write_failures", "Rows this process could not write to the store."
+            "reef_record_write_failures", "Rows this server's writers could not write."
         )
-        failed.add_metric([], recorder.failed)
+        failed.add_metric([], recorder.writer_failed)
         yield from (pending, backlog, written, failed)
 
 

@@ -1,20 +1,29 @@
-"""The recorder: exchanges go on a queue; one writer thread turns them into records.
+"""The recorder: every exchange becomes a record, written off the response path.
 
-The response path appends bytes, writes the receipt journal (journal.py: one ``os.write``
-before the client is sent anything it could hold a receipt from) and enqueues; JSON
-parsing, stream assembly and the SQLite insert happen on the writer thread, batched, one
-row per exchange. A stream also gets a ``streaming`` row as soon as it begins, so its
-receipt resolves (and can be reported on) while it runs. ``start`` replays the journals
-of processes that died, so every receipt a client received resolves to a record after any
-crash: ``complete``, or ``interrupted`` with what had been sent. ``flush`` waits until
-everything queued before the call is stored; ``stop`` flushes.
+The response path appends bytes and writes the receipt journal (journal.py: one
+``os.write`` before the client is sent anything it could hold a receipt from). Who turns
+the journal into records is the recorder's ``writer``:
 
-The queue is weighed in bytes (``backlog_bytes``: the requests and answers queued or being
-written). When the store falls behind (a slow disk, a locked SQLite file, PostgreSQL away)
-the proxy stops admitting new inference requests once the backlog reaches
+- ``process`` (``reef serve``'s default): a record writer process tails the journal and
+  stores it (record_writer.py, started and restarted by writer_process.py); the serving
+  process does nothing more per exchange, so no record building takes its GIL;
+- ``thread``: the exchange also goes on a queue, and a writer thread in this process
+  parses, assembles streams and inserts, batched (in-process trial gateways, tests, and
+  the fallback whenever an exchange could not be journaled).
+
+Either way one row per exchange; a stream also gets a ``streaming`` row as soon as it
+begins, so its receipt resolves (and can be reported on) while it runs. ``start`` replays
+the journals of processes that died, so every receipt a client received resolves to a
+record after any crash: ``complete``, or ``interrupted`` with what had been sent.
+``flush`` waits until everything submitted before the call is stored; ``stop`` flushes.
+
+The backlog is weighed in bytes (``backlog_bytes``: the requests and answers queued or
+being written, and the journal bytes the writer process has not stored yet). When the
+store falls behind (a slow disk, a locked SQLite file, PostgreSQL away, a writer process
+restarting) the proxy stops admitting new inference requests once the backlog reaches
 ``max_backlog_bytes`` (``full``; a 503 with Retry-After, RecordBacklogFull) instead of
-letting the queue take the server's memory. Nothing already admitted is ever dropped:
-requests in flight finish, are journaled and queued past the bound (so the backlog may
+letting it take the server's memory or disk. Nothing already admitted is ever dropped:
+requests in flight finish, are journaled and stored past the bound (so the backlog may
 exceed it by what those carry), and every receipt handed out still resolves to a record.
 """
 
@@ -28,6 +37,7 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +46,7 @@ from reef_cli.core.errors import ServeError
 from reef_cli.core.records import RawJSON, Record, now_iso
 from reef_cli.core.store import Store
 from reef_cli.server import assemble, journal
+from reef_cli.server.writer_process import WriterProcess
 
 log = logging.getLogger("reef.serve")
 _SESSION_IN_USER_ID = re.compile(r"session_([0-9A-Za-z-]{8,64})")
@@ -248,15 +259,15 @@ def to_record(ex: Exchange) -> Record:
     )
 
 
-def _from_journal(item: journal.Replayed) -> Exchange:
-    m = item.meta
-    ex = Exchange(
+def started_exchange(m: dict[str, Any], request: bytes) -> Exchange:
+    """An exchange as its journal entry (``X`` or ``S``) began it: no answer yet."""
+    return Exchange(
         id=m["id"],
         scenario=m["scenario"],
         release_id=m.get("release_id"),
         client_dialect=m["client_dialect"],
         upstream_dialect=m["upstream_dialect"],
-        request=item.request,
+        request=request,
         session_header=m.get("session_header"),
         stream=bool(m.get("stream")),
         started=float(m.get("started") or 0.0),
@@ -267,6 +278,13 @@ def _from_journal(item: journal.Replayed) -> Exchange:
         weight_note=m.get("weight_note"),
         tags=m.get("tags"),
     )
+
+
+def from_journal(item: journal.Replayed) -> Exchange:
+    """The exchange a journal tells whole (``X``, or ``S`` with its chunks and ``E``); a
+    stream without ``E`` is ``interrupted`` with the chunks that were sent."""
+    m = item.meta
+    ex = started_exchange(m, item.request)
     end = m if item.body is not None else item.end
     if item.body is not None:
         ex.body = item.body
@@ -333,6 +351,7 @@ class Recorder:
         journal_dir: Path | None = None,
         durable: bool = True,
         max_backlog_bytes: int = MAX_BACKLOG_BYTES,
+        writer: str = "thread",
     ) -> None:
         self.store = store
         self.batch = batch
@@ -351,14 +370,63 @@ class Recorder:
         self._done_seq = 0  # every item up to this one has been processed
         root = journal_dir if journal_dir is not None else store.journal_dir
         self.journal: journal.Journal | None = journal.Journal(root) if durable else None
-        self.written = 0
+        self.written = 0  # rows the writer thread stored (the process's: writer_written)
         self.failed = 0
         self.replayed = 0
+        self.process: WriterProcess | None = None
+        self._journal_done = 0  # journal bytes the writer process has stored
+        url = store.reopen_url()
+        if writer == "process" and self.journal is not None and url is not None:
+            self.process = WriterProcess(url, root, self._reported, self._live_names)
+            self.journal.on_segment = lambda seg: self._tell(seg.path.name)
+        elif writer not in ("process", "thread"):
+            raise ValueError(f"unknown record writer {writer!r}: process or thread")
 
     def start(self) -> None:
         if self.journal is not None:
             self.replay()
         self._thread.start()
+        if self.process is not None:
+            self.process.start()
+
+    # ------------------------------------------------------------ the writer process
+
+    def _tell(self, name: str) -> None:
+        if self.process is not None:
+            self.process.add(name)
+
+    def _live_names(self) -> list[str]:
+        return [seg.path.name for seg in self.journal.live()] if self.journal else []
+
+    def _reported(self, report: dict[str, Any]) -> None:
+        """The writer process stored a batch: move each segment's marks, remove the
+        segments it finished (the reader thread of writer_process.py)."""
+        assert self.journal is not None
+        live = {seg.path.name: seg for seg in self.journal.live()}
+        for name, offset, closed in report.get("segs", []):
+            seg = live.get(name)
+            if seg is None:
+                continue
+            if offset > seg.processed:
+                self._journal_done += offset - seg.processed
+                seg.processed = offset
+            seg.closed = closed
+        self.journal.maintain(sync=False)  # the writer process fdatasyncs what it reads
+
+    @property
+    def _by_process(self) -> bool:
+        """Journaled exchanges are the writer process's to store (not once it is told
+        to stop: what comes after goes to the thread)."""
+        return self.process is not None and not self.process.stopping
+
+    @property
+    def writer_written(self) -> int:
+        """Rows stored, by whichever writer."""
+        return self.written + (self.process.written if self.process else 0)
+
+    @property
+    def writer_failed(self) -> int:
+        return self.failed + (self.process.failed if self.process else 0)
 
     # ------------------------------------------------------------ response path
 
@@ -371,12 +439,13 @@ class Recorder:
             seg = ex.segment = j.current()
             if seg is not None:
                 j.begin(seg)
-                j.append(seg, _meta(ex, "S"), _bytes(ex.request))
+                if j.append(seg, _meta(ex, "S"), _bytes(ex.request)) and self._by_process:
+                    return  # the writer process reads it from there
         self._put(_Open(ex))
 
     def chunk(self, ex: Exchange, data: bytes) -> None:
         """A stream chunk about to be sent."""
-        ex.chunks.append(data)
+        ex.chunks.append(data)  # kept: the writer thread may have to assemble the stream
         if ex.segment is not None and self.journal is not None:
             self.journal.append_chunk(ex.segment, ex.id, data)
 
@@ -392,16 +461,18 @@ class Recorder:
             self._write([exchange])  # late arrival after shutdown: store it right here
             return
         j = self.journal
+        journaled = False
         if j is not None:
             if exchange.segment is not None:  # a stream: its start and chunks are there
-                j.append(exchange.segment, _end(exchange, "E"))
+                journaled = j.append(exchange.segment, _end(exchange, "E"))
             else:
                 seg = exchange.segment = j.current()
                 if seg is not None:
                     j.begin(seg)
                     meta = {**_meta(exchange, "X"), **_end(exchange, "X")}
-                    j.append(seg, meta, _bytes(exchange.request), _bytes(exchange.body))
-        self._put(exchange)
+                    journaled = j.append(seg, meta, _bytes(exchange.request), _bytes(exchange.body))
+        if not (journaled and self._by_process):  # else the writer process reads it there
+            self._put(exchange)
 
     def _put(self, item: Exchange | _Open) -> None:
         weight = _weight(item)
@@ -413,17 +484,25 @@ class Recorder:
 
     @property
     def pending(self) -> int:
-        return self._queue.unfinished_tasks
+        """Exchanges begun whose final record is not stored yet."""
+        queued = self._queue.unfinished_tasks
+        if self.process is None or self.journal is None:
+            return queued
+        return queued + sum(max(0, s.opened - s.closed) for s in self.journal.live())
 
     @property
     def backlog_bytes(self) -> int:
         """Bytes of requests and answers queued or being written, not yet stored."""
-        return self._bytes_in - self._bytes_out
+        return self._bytes_in - self._bytes_out + self._journal_backlog()
+
+    def _journal_backlog(self) -> int:
+        j = self.journal
+        return j.appended - self._journal_done if j is not None and self.process else 0
 
     @property
     def full(self) -> bool:
         """The backlog reached its bound: refuse new requests (O(1), on the hot path)."""
-        return self._bytes_in - self._bytes_out >= self.max_backlog_bytes
+        return self.backlog_bytes >= self.max_backlog_bytes
 
     def refusal(self) -> RecordBacklogFull:
         return RecordBacklogFull(self.backlog_bytes, self.max_backlog_bytes)
@@ -432,16 +511,25 @@ class Recorder:
         """Wait until every exchange queued before this call is stored (or ``timeout``
         passes). Items queued meanwhile do not hold it up."""
         target = self._queued_seq
+        marks = [(s, s.size) for s in self.journal.live()] if self.process and self.journal else []
         deadline = time.monotonic() + timeout
         while self._done_seq < target:
             if time.monotonic() >= deadline or not self._thread.is_alive():
                 return self._done_seq >= target
+            time.sleep(0.002)
+        if marks and self.process is not None:
+            self.process.poke()
+        while not all(seg.removed or seg.processed >= size for seg, size in marks):
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.002)
         return True
 
     def stop(self, timeout: float = 30.0) -> None:
         if self._stopped:
             return
+        if self.process is not None:  # first: it drains the journal into the store
+            self.process.stop(timeout)
         self._stopped = True
         if not self._thread.is_alive():
             return
@@ -496,7 +584,7 @@ class Recorder:
                 if have.get(rid) in ("complete", "interrupted"):
                     continue
                 try:
-                    ex = _from_journal(journal.load(fd, spans[rid]))
+                    ex = from_journal(journal.load(fd, spans[rid]))
                 except OSError as exc:
                     log.error("cannot read record %s from %s: %s", rid, path, exc)
                     self.failed += 1
@@ -522,7 +610,7 @@ class Recorder:
                 first = self._queue.get(timeout=wait)
             except queue.Empty:
                 if self.journal is not None:
-                    self.journal.maintain()
+                    self.journal.maintain(sync=self.process is None)
                 continue
             if first[1] is not None and self.linger:
                 time.sleep(self.linger)  # releases the GIL; one commit for many records
@@ -544,7 +632,7 @@ class Recorder:
                     self._queue.task_done()
                 self._bytes_out += size  # stored (or counted failed): off the backlog
             if self.journal is not None:
-                self.journal.maintain()
+                self.journal.maintain(sync=self.process is None)
             stopping = any(item is None for _seq, item, _w in items)
             del first, items, work  # the batch's answers go now, not when the next one comes
             if stopping:
@@ -574,59 +662,83 @@ class Recorder:
     def _write(
         self, items: list[Exchange | _Open] | list[Exchange], journaled: bool = True
     ) -> None:
-        if not items:
-            return
-        records: list[Record] = []
-        finals: list[Exchange | None] = []  # per record: the exchange it finishes
-        for item in items:
-            if isinstance(item, _Open):
-                try:
-                    records.append(open_record(item.ex))
-                    finals.append(None)
-                except Exception:
-                    log.exception("could not build the streaming row of %s", item.ex.id)
-                continue
-            ex = item
-            try:
-                records.append(to_record(ex))
-            except Exception:  # a bug in assembly must not lose the record
-                log.exception("could not assemble record %s; storing it without a response", ex.id)
-                records.append(
-                    Record(
-                        id=ex.id,
-                        scenario=ex.scenario,
-                        client_dialect=ex.client_dialect,
-                        upstream_dialect=ex.upstream_dialect,
-                        release_id=ex.release_id,
-                        status=ex.status,
-                        error=(ex.error or "") + " (response could not be assembled)",
-                        created_at=ex.created_at,
-                        state="interrupted" if ex.interrupted else "complete",
-                        served_release_id=ex.served_release_id,
-                        release_note=ex.release_note,
-                    )
-                )
-            finals.append(ex)
+        stored = store_batch(self.store, items)
+        self.written += stored.written
+        self.failed += stored.failed
         j = self.journal if journaled else None
+        if j is not None:
+            for ex in stored.finished:
+                j.finished(ex.segment)
+
+
+@dataclass
+class Stored:
+    """What :func:`store_batch` did: rows written, rows given up, and the exchanges
+    whose final record is now stored (a ``streaming`` row finishes none)."""
+
+    written: int = 0
+    failed: int = 0
+    finished: list[Exchange] = field(default_factory=list)
+
+
+def _bare_record(ex: Exchange) -> Record:
+    """The record of an exchange whose answer could not be assembled (a bug there must
+    not lose the receipt)."""
+    return Record(
+        id=ex.id,
+        scenario=ex.scenario,
+        client_dialect=ex.client_dialect,
+        upstream_dialect=ex.upstream_dialect,
+        release_id=ex.release_id,
+        status=ex.status,
+        error=(ex.error or "") + " (response could not be assembled)",
+        created_at=ex.created_at,
+        state="interrupted" if ex.interrupted else "complete",
+        served_release_id=ex.served_release_id,
+        release_note=ex.release_note,
+    )
+
+
+def store_batch(store: Store, items: Sequence[Exchange | _Open]) -> Stored:
+    """Build the rows of ``items`` and store them in one transaction; when that fails,
+    one by one with three tries each. Used by the writer thread and the writer process."""
+    out = Stored()
+    if not items:
+        return out
+    records: list[Record] = []
+    finals: list[Exchange | None] = []  # per record: the exchange it finishes
+    for item in items:
+        if isinstance(item, _Open):
+            try:
+                records.append(open_record(item.ex))
+                finals.append(None)
+            except Exception:
+                log.exception("could not build the streaming row of %s", item.ex.id)
+            continue
         try:
-            self.store.insert_many(records)
-            self.written += len(records)
-            if j is not None:
-                for done in finals:
-                    if done is not None:
-                        j.finished(done.segment)
-        except Exception:
-            log.exception("batch insert failed; retrying one by one")
-            for rec, final in zip(records, finals, strict=True):
-                for attempt in range(3):
-                    try:
-                        self.store.insert(rec)
-                        self.written += 1
-                        if j is not None and final is not None:
-                            j.finished(final.segment)
-                        break
-                    except Exception:
-                        time.sleep(0.05 * (attempt + 1))
-                else:
-                    self.failed += 1
-                    log.error("record %s could not be stored", rec.id)
+            records.append(to_record(item))
+        except Exception:  # a bug in assembly must not lose the record
+            log.exception("could not assemble record %s; storing it without a response", item.id)
+            records.append(_bare_record(item))
+        finals.append(item)
+    try:
+        store.insert_many(records)
+        out.written = len(records)
+        out.finished = [ex for ex in finals if ex is not None]
+        return out
+    except Exception:
+        log.exception("batch insert failed; retrying one by one")
+    for rec, final in zip(records, finals, strict=True):
+        for attempt in range(3):
+            try:
+                store.insert(rec)
+                out.written += 1
+                if final is not None:
+                    out.finished.append(final)
+                break
+            except Exception:
+                time.sleep(0.05 * (attempt + 1))
+        else:
+            out.failed += 1
+            log.error("record %s could not be stored", rec.id)
+    return out

@@ -135,6 +135,11 @@ class ServeConfig(BaseModel):
         "net (every request already sees a publish at once: it checks the chain ref)",
     )
     record: bool = True
+    record_writer: Literal["process", "thread"] = Field(
+        "process",
+        description="who turns the receipt journal into records: a writer process (no "
+        "record building on the serving process's GIL) or a thread inside it",
+    )
     open: bool = Field(False, description="no token required (loopback binds only)")
     access_log: bool = False
     pool_size: int = Field(256, ge=1)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from reef_cli.server.receipts import RECORD_HEADER
-from reef_cli.server.recorder import Exchange, _end, _from_journal, to_record
+from reef_cli.server.recorder import Exchange, _end, from_journal, to_record
 from tests.fakes.upstream import Turn
 from tests.server.conftest import TOKEN
 
@@ -124,5 +124,5 @@ def test_usage_survives_the_journal():
     meta = {"id": ex.id, "scenario": "default", "client_dialect": "openai"}
     meta |= {"upstream_dialect": "anthropic", "stream": True}
     item = journal.Replayed(meta=meta, request=ex.request, chunks=[chunk], end=end)
-    rec = to_record(_from_journal(item))
+    rec = to_record(from_journal(item))
     assert (rec.input_tokens, rec.output_tokens) == (23, 5)

@@ -10,7 +10,7 @@ import httpx
 
 from reef_cli.server import journal
 from reef_cli.server.receipts import RECORD_HEADER
-from reef_cli.server.recorder import Exchange, _from_journal, _meta, to_record
+from reef_cli.server.recorder import Exchange, _meta, from_journal, to_record
 from tests.cli.helpers import reef, reef_fails
 from tests.server.conftest import TOKEN
 
@@ -84,7 +84,7 @@ def test_tags_survive_the_journal():
         tags={"team": "payments"},
     )
     meta = {**_meta(ex, "X"), "status": 200}
-    replayed = _from_journal(
+    replayed = from_journal(
         journal.Replayed(meta=meta, request=b"{}", body=b"{}", chunks=[], end=None)
     )
     assert replayed.tags == {"team": "payments"}

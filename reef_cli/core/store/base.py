@@ -95,6 +95,11 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def reopen_url(self) -> str | None:
+        """The URL another process opens this same store by (the record writer process),
+        password included: never log or show it. None: this store cannot be shared so."""
+        return None
+
     def release_thread(self) -> None:
         """A thread that is about to end gives back what it holds (SQLite: its own
         connection; a pool needs nothing)."""

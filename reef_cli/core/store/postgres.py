@@ -104,8 +104,12 @@ class PostgresStore(SQLStore):
     ORDER = "seq"
     SIZE = "COALESCE(octet_length(r.request), 0) + COALESCE(octet_length(r.response), 0)"
 
+    def reopen_url(self) -> str | None:
+        return self._url
+
     def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 5.0) -> None:
         self.url = shown_url(url)
+        self._url = url  # with its password: only for reopen_url
         self.journal_dir = paths.state_dir() / JOURNAL_DIR_NAME
         try:
             # one plain connection first: its error says why (a pool only times out)

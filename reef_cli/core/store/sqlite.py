@@ -124,6 +124,9 @@ class SQLiteStore(SQLStore):
         self._local = threading.local()
         connect(self.path).close()  # create + migrate once, up front
 
+    def reopen_url(self) -> str | None:
+        return self.url
+
     @property
     def conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
