@@ -8,4 +8,11 @@ from datetime import UTC, datetime
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return iso(datetime.now(UTC))
+
+
+def iso(moment: datetime) -> str:
+    """``moment`` (UTC) as Reef writes it. isoformat is C all the way: strftime with
+    ``%Y-%m-%dT%H:%M:%S.%fZ`` gives the same text at nearly twice the cost, and every
+    proxied request stamps one (its record's ``created_at``)."""
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
