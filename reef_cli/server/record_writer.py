@@ -10,7 +10,8 @@ live segments, stores what it reads in batches, fdatasyncs them about once a sec
 after each batch, tells the server how far each segment is stored. The server's only work
 per exchange is then the journal's ``os.write``.
 
-Run by writer_process.py as ``python -m reef_cli.server.record_writer --journal DIR``,
+Run by writer_process.py as ``python -m reef_cli.server.record_writer --journal DIR
+--parent PID``,
 with the store's URL in ``$REEF_RECORD_WRITER_STORE`` (never on the command line: it may
 hold a password). Commands on stdin, one a line:
 
@@ -18,7 +19,9 @@ hold a password). Commands on stdin, one a line:
 - ``check NAME``: a segment an earlier writer may have partly stored (after a crash of
   that writer): rows already in the store are not written again;
 - ``poke``: look now (a flush is waiting);
-- end of input: store everything the segments hold, then exit.
+- end of input: store everything the segments hold, then exit. The writer does the same
+  when its parent is no longer the server named by ``--parent`` (the server died, and
+  something it forked holds the input open).
 
 After each batch one JSON line goes to stdout:
 ``{"written": W, "failed": F, "segs": [[NAME, OFFSET, CLOSED], ...]}`` — rows written and
@@ -199,20 +202,23 @@ def _id(item: Exchange | _Open) -> str:
     return item.ex.id if isinstance(item, _Open) else item.id
 
 
-def run(writer: Writer, commands: int) -> None:
-    """Serve commands and store batches until the input ends, then drain and return."""
+def run(writer: Writer, commands: int, parent: int) -> None:
+    """Serve commands and store batches until the input ends or ``parent`` (the server's
+    pid) is no longer this process's parent, then drain and return."""
     pending = b""
     wait = LINGER_S
     while True:
         ready, _, _ = select.select([commands], [], [], wait)
-        if ready:
-            data = os.read(commands, 65536)
-            if not data:  # the server stopped (or died): store what is there, then go
-                while writer.step()[1]:
-                    pass
-                writer.sync()
-                writer.report()
-                return
+        data = os.read(commands, 65536) if ready else None
+        # the server stopped, or died (a process it forked may still hold our input open):
+        # store what is there, then go
+        if data == b"" or os.getppid() != parent:
+            while writer.step()[1]:
+                pass
+            writer.sync()
+            writer.report()
+            return
+        if data:
             pending += data
             *lines, pending = pending.split(b"\n")
             for line in lines:
@@ -225,6 +231,7 @@ def run(writer: Writer, commands: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reef-record-writer", description=__doc__)
     parser.add_argument("--journal", required=True, type=Path)
+    parser.add_argument("--parent", type=int, default=None, help="the server's pid")
     args = parser.parse_args(argv)
     # Ctrl-C in a terminal, or a service manager's SIGTERM, reaches the whole group: the
     # server stops this writer itself (it ends when its input does, after a drain)
@@ -240,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reef serve (record writer): {exc}", file=sys.stderr)
         return 2
     try:
-        run(Writer(store, args.journal, sys.stdout), sys.stdin.fileno())
+        parent = args.parent if args.parent is not None else os.getppid()
+        run(Writer(store, args.journal, sys.stdout), sys.stdin.fileno(), parent)
     finally:
         store.close()
     return 0

@@ -77,7 +77,15 @@ class WriterProcess:
             self._failed_before += self._failed
             self._written = self._failed = 0
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "reef_cli.server.record_writer", "--journal", self.root],
+                [
+                    sys.executable,
+                    "-m",
+                    "reef_cli.server.record_writer",
+                    "--journal",
+                    self.root,
+                    "--parent",
+                    str(os.getpid()),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,

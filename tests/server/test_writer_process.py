@@ -7,6 +7,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from reef_cli.server import journal
 from reef_cli.server.receipts import RECORD_HEADER
 from reef_cli.server.record_writer import Writer
 from reef_cli.server.recorder import Exchange, _bytes, _end, _meta
+from reef_cli.server.writer_process import STORE_ENV
 from tests.fakes.upstream import Turn
 from tests.server.conftest import TOKEN, Stack
 
@@ -283,3 +286,47 @@ def test_the_writer_ignores_names_that_are_not_segments(tmp_path: Path, verb: st
     writer.command(f"{verb} missing.seg")
     writer.command("poke")
     assert writer.tails == {}
+
+
+def test_the_writer_ends_when_its_server_dies_though_its_input_stays_open(
+    tmp_path: Path,
+) -> None:
+    """A process the server forked could keep the writer's input open after the server
+    died; the writer sees its parent go and ends anyway (after storing what it can)."""
+    store = SQLiteStore(tmp_path / "records.sqlite3")
+    store.close()
+    read_end, write_end = os.pipe()  # this test holds the write end open throughout
+    server = (
+        "import os, subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'reef_cli.server.record_writer',"
+        f" '--journal', {str(tmp_path / 'journal')!r}, '--parent', str(os.getpid())],"
+        f" stdin={read_end}, pass_fds=[{read_end}],"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid, flush=True)\n"
+    )
+    env = {**os.environ, STORE_ENV: store.url}
+    started = subprocess.run(
+        [sys.executable, "-c", server],
+        env=env,
+        pass_fds=[read_end],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    os.close(read_end)
+    writer = int(started.stdout.split()[0])
+    try:
+        _until(lambda: not _alive(writer), "the writer to end", timeout=15)
+    finally:
+        os.close(write_end)
+        if _alive(writer):
+            os.kill(writer, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
