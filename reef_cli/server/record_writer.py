@@ -11,14 +11,12 @@ after each batch, tells the server how far each segment is stored. The server's 
 per exchange is then the journal's ``os.write``.
 
 Run by writer_process.py as ``python -m reef_cli.server.record_writer --journal DIR
---parent PID``,
-with the store's URL in ``$REEF_RECORD_WRITER_STORE`` (never on the command line: it may
-hold a password). Commands on stdin, one a line:
+--parent PID``. Its input, one line each: first ``store URL`` (on stdin, never on the
+command line or in the environment: it may hold a password), then commands:
 
 - ``seg NAME``: a new segment to tail;
 - ``check NAME``: a segment an earlier writer may have partly stored (after a crash of
   that writer): rows already in the store are not written again;
-- ``poke``: look now (a flush is waiting);
 - end of input: store everything the segments hold, then exit. The writer does the same
   when its parent is no longer the server named by ``--parent`` (the server died, and
   something it forked holds the input open).
@@ -33,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -54,12 +53,13 @@ from reef_cli.server.recorder import (
     started_exchange,
     store_batch,
 )
-from reef_cli.server.writer_process import STORE_ENV
 
 log = logging.getLogger("reef.serve")
 
-LINGER_S = 0.01  # between batches while exchanges come
-IDLE_S = 0.2  # the longest wait when none come (a poke or a command cuts it short)
+# between looks at the segments while exchanges come, so that rows go in batches (and,
+# where inotify is missing, how often an idle writer looks)
+LINGER_S = 0.01
+PARENT_CHECK_S = 1.0  # an idle writer that sleeps on inotify still checks its parent
 BATCH_ITEMS = 512
 FINAL = ("complete", "interrupted")
 
@@ -153,11 +153,14 @@ class Writer:
     def step(self) -> tuple[bool, bool]:
         """Store one batch from the segments: (stored anything, there may be more now)."""
         batch = Batch()
+        before = [tail.offset for tail in self.tails.values()]
         for tail in list(self.tails.values()):
             if tail.read(batch):
                 break
         if batch.items:
             self._store(batch)
+        elif before != [tail.offset for tail in self.tails.values()]:
+            self.report()  # only chunks: nothing to store, but a flush waits on the offset
         for name, tail in list(self.tails.items()):
             if tail.gone and not tail.open:
                 tail.close()
@@ -184,7 +187,7 @@ class Writer:
         for tail, item, _was in batch.items:
             if isinstance(item, Exchange) and id(item) in finished:
                 tail.closed += 1
-        self.report()
+        self.report()  # after the commit: what it says is stored is
 
     def report(self) -> None:
         segs = [[t.name, t.offset, t.closed] for t in self.tails.values()]
@@ -202,30 +205,99 @@ def _id(item: Exchange | _Open) -> str:
     return item.ex.id if isinstance(item, _Open) else item.id
 
 
-def run(writer: Writer, commands: int, parent: int) -> None:
+def run(writer: Writer, commands: Commands, parent: int, watch: Watch | None = None) -> None:
     """Serve commands and store batches until the input ends or ``parent`` (the server's
-    pid) is no longer this process's parent, then drain and return."""
-    pending = b""
-    wait = LINGER_S
+    pid) is no longer this process's parent, then drain and return. With ``watch`` an idle
+    writer sleeps until the journal is written to; without, it looks every ``LINGER_S``."""
+    more = False
     while True:
-        ready, _, _ = select.select([commands], [], [], wait)
-        data = os.read(commands, 65536) if ready else None
+        if more:
+            timeout: float = 0.0
+        elif watch is not None:
+            timeout = PARENT_CHECK_S
+        else:
+            timeout = LINGER_S
+        lines = commands.read(timeout, watch.fd if watch is not None else None)
         # the server stopped, or died (a process it forked may still hold our input open):
         # store what is there, then go
-        if data == b"" or os.getppid() != parent:
+        if lines is None or os.getppid() != parent:
             while writer.step()[1]:
                 pass
             writer.sync()
             writer.report()
             return
-        if data:
-            pending += data
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                writer.command(line.decode("utf-8", "replace"))
+        for line in lines:
+            writer.command(line)
+        if watch is not None:
+            watch.drain()
         stored, more = writer.step()
-        # busy: straight on, or a short linger so that rows go in batches; idle: back off
-        wait = 0.0 if more else LINGER_S if stored else min(IDLE_S, max(LINGER_S, wait * 2))
+        if stored and not more and watch is not None:
+            time.sleep(LINGER_S)  # let a batch gather before the next look
+
+
+class Watch:
+    """inotify on the journal directory: the kernel wakes the writer when the server
+    appends, so an idle writer costs nothing and a record lands at once."""
+
+    IN_MODIFY = 0x2
+    IN_CREATE = 0x100
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def on(cls, root: Path) -> Watch | None:
+        """A watch on ``root``, or None where inotify is not available (then: polling)."""
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return None
+            if libc.inotify_add_watch(fd, os.fsencode(root), cls.IN_MODIFY | cls.IN_CREATE) < 0:
+                os.close(fd)
+                return None
+        except (OSError, AttributeError):
+            return None
+        return cls(fd)
+
+    def drain(self) -> None:
+        """Forget the events so far (what changed is read from the segments themselves)."""
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while os.read(self.fd, 65536):
+                pass
+
+
+class Commands:
+    """Lines from the server, read without blocking past a timeout."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._pending = b""
+
+    def read(self, timeout: float, also: int | None = None) -> list[str] | None:
+        """The whole lines that came within ``timeout`` seconds (sooner when ``also``, a
+        file descriptor, is readable); None once the input has ended."""
+        if b"\n" not in self._pending:  # else lines read with the first one are waiting
+            fds = [self.fd] if also is None else [self.fd, also]
+            ready, _, _ = select.select(fds, [], [], timeout)
+            if self.fd not in ready:
+                return []
+            data = os.read(self.fd, 65536)
+            if not data:
+                return None
+            self._pending += data
+        *lines, self._pending = self._pending.split(b"\n")
+        return [line.decode("utf-8", "replace") for line in lines]
+
+    def first(self) -> str | None:
+        """The first line (blocking); None if the input ends before one."""
+        while b"\n" not in self._pending:
+            data = os.read(self.fd, 65536)
+            if not data:
+                return None
+            self._pending += data
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,14 +313,19 @@ def main(argv: list[str] | None = None) -> int:
     from reef_cli.core.errors import ReefError
     from reef_cli.core.store import open_store
 
+    commands = Commands(sys.stdin.fileno())
+    verb, _, url = (commands.first() or "").partition(" ")
+    if verb != "store" or not url:
+        print("reef serve (record writer): the first line must be `store URL`", file=sys.stderr)
+        return 2
     try:
-        store = open_store(os.environ.get(STORE_ENV) or None)
+        store = open_store(url)
     except ReefError as exc:
         print(f"reef serve (record writer): {exc}", file=sys.stderr)
         return 2
     try:
         parent = args.parent if args.parent is not None else os.getppid()
-        run(Writer(store, args.journal, sys.stdout), sys.stdin.fileno(), parent)
+        run(Writer(store, args.journal, sys.stdout), commands, parent, Watch.on(args.journal))
     finally:
         store.close()
     return 0

@@ -517,8 +517,6 @@ class Recorder:
             if time.monotonic() >= deadline or not self._thread.is_alive():
                 return self._done_seq >= target
             time.sleep(0.002)
-        if marks and self.process is not None:
-            self.process.poke()
         while not all(seg.removed or seg.processed >= size for seg, size in marks):
             if time.monotonic() >= deadline:
                 return False

@@ -24,7 +24,6 @@ from typing import IO, Any
 
 log = logging.getLogger("reef.serve")
 
-STORE_ENV = "REEF_RECORD_WRITER_STORE"  # the store URL, for the writer alone
 RESTART_S = (0.1, 0.5, 2.0, 5.0)  # waits before the next start after quick deaths
 QUICK_DEATH_S = 10.0  # a writer that lived shorter than this counts as a quick death
 
@@ -71,7 +70,8 @@ class WriterProcess:
         self._thread.start()
 
     def _spawn(self, check: bool) -> None:
-        env = {**os.environ, STORE_ENV: self.store_url}
+        # the writer watches the journal's directory: it must exist before the first segment
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._lock:
             self._written_before += self._written
             self._failed_before += self._failed
@@ -88,21 +88,16 @@ class WriterProcess:
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                env=env,
                 close_fds=True,
             )
             verb = "check" if check else "seg"
-            self._send_locked("".join(f"{verb} {name}\n" for name in self.live_segments()))
+            names = "".join(f"{verb} {name}\n" for name in self.live_segments())
+            self._send_locked(f"store {self.store_url}\n{names}")
 
     def add(self, name: str) -> None:
         """A new segment: the writer tails it from now on."""
         with self._lock:
             self._send_locked(f"seg {name}\n")
-
-    def poke(self) -> None:
-        """Look at the segments now (a flush is waiting)."""
-        with self._lock:
-            self._send_locked("poke\n")
 
     def _send_locked(self, text: str) -> None:
         proc = self._proc

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -22,9 +23,8 @@ from reef_cli.core.store.postgres import PostgresStore
 from reef_cli.core.store.sqlite import SQLiteStore
 from reef_cli.server import journal
 from reef_cli.server.receipts import RECORD_HEADER
-from reef_cli.server.record_writer import Writer
+from reef_cli.server.record_writer import Watch, Writer
 from reef_cli.server.recorder import Exchange, _bytes, _end, _meta
-from reef_cli.server.writer_process import STORE_ENV
 from tests.fakes.upstream import Turn
 from tests.server.conftest import TOKEN, Stack
 
@@ -100,8 +100,11 @@ def test_a_stream_open_when_the_writer_dies_is_recorded_whole(make_stack) -> Non
     store = stack.store()
 
     def stream() -> None:
-        with httpx.Client(timeout=30) as client:
-            receipt["id"] = _ask(client, stack, 1, stream=True)
+        body = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}
+        url = stack.url + "/v1/chat/completions"
+        with httpx.stream("POST", url, json=body, headers=AUTH, timeout=30) as r:
+            receipt["id"] = r.headers[RECORD_HEADER]  # at the headers, before the answer
+            r.read()
 
     reader = threading.Thread(target=stream)
     reader.start()
@@ -110,6 +113,7 @@ def test_a_stream_open_when_the_writer_dies_is_recorded_whole(make_stack) -> Non
     process = stack.app.state.recorder.process
     killed = process.pid
     os.kill(killed, signal.SIGKILL)
+    assert reader.is_alive()  # killed mid-stream
     reader.join(30)
     _until(lambda: _new_writer(stack, killed), "a new writer")
     stack.flush()
@@ -284,7 +288,6 @@ def test_the_writer_ignores_names_that_are_not_segments(tmp_path: Path, verb: st
     writer = Writer(s.store, s.root, s.out)
     writer.command(f"{verb} ../records.sqlite3")
     writer.command(f"{verb} missing.seg")
-    writer.command("poke")
     assert writer.tails == {}
 
 
@@ -304,10 +307,9 @@ def test_the_writer_ends_when_its_server_dies_though_its_input_stays_open(
         " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "print(p.pid, flush=True)\n"
     )
-    env = {**os.environ, STORE_ENV: store.url}
+    os.write(write_end, f"store {store.url}\n".encode())
     started = subprocess.run(
         [sys.executable, "-c", server],
-        env=env,
         pass_fds=[read_end],
         capture_output=True,
         text=True,
@@ -330,3 +332,42 @@ def _alive(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("seg x.seg\n", "the first line must be `store URL`"),
+        ("", "the first line must be `store URL`"),
+        ("store mysql://db/x\n", "database URL 'mysql://db/x' is neither"),
+    ],
+)
+def test_a_writer_without_a_store_says_why_in_one_line(tmp_path: Path, given: str, said: str):
+    done = subprocess.run(
+        [sys.executable, "-m", "reef_cli.server.record_writer", "--journal", str(tmp_path)],
+        input=given,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("reef serve (record writer): ") and said in line, line
+
+
+def test_an_idle_writer_is_woken_by_the_journal_itself(tmp_path: Path) -> None:
+    """inotify on the journal's directory: a write wakes the writer (no polling while
+    idle), and once drained it sleeps again."""
+    s = _Setup(tmp_path)
+    watch = Watch.on(s.root)
+    assert watch is not None
+    assert select.select([watch.fd], [], [], 0)[0] == []
+    s.whole(1, "wake up")
+    assert select.select([watch.fd], [], [], 10)[0] == [watch.fd]
+    watch.drain()
+    assert select.select([watch.fd], [], [], 0)[0] == []
+    os.close(watch.fd)
+
+
+def test_without_a_journal_directory_there_is_no_watch(tmp_path: Path) -> None:
+    assert Watch.on(tmp_path / "missing") is None  # the writer then looks every LINGER_S
