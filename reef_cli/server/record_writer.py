@@ -46,6 +46,7 @@ from reef_cli.core.store import Store
 from reef_cli.server import journal
 from reef_cli.server.recorder import (
     BATCH_BYTES,
+    FINAL_STATES,
     Exchange,
     _Open,
     _weight,
@@ -61,7 +62,6 @@ log = logging.getLogger("reef.serve")
 LINGER_S = 0.01
 PARENT_CHECK_S = 1.0  # an idle writer that sleeps on inotify still checks its parent
 BATCH_ITEMS = 512
-FINAL = ("complete", "interrupted")
 
 
 class Tail:
@@ -176,7 +176,7 @@ class Writer:
         stored_before: set[int] = set()  # final rows an earlier writer already stored
         for _tail, item, was in batch.items:
             state = have.get(_id(item)) if was else None
-            if state in FINAL or (state is not None and isinstance(item, _Open)):
+            if state in FINAL_STATES or (state is not None and isinstance(item, _Open)):
                 stored_before.add(id(item))
             else:
                 todo.append(item)

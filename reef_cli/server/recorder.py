@@ -307,6 +307,9 @@ def from_journal(item: journal.Replayed) -> Exchange:
 
 
 BATCH_BYTES = 32 * 1024 * 1024
+# a row in one of these states needs nothing more from the journal (replay and the writer
+# process after a crash both skip it)
+FINAL_STATES = ("complete", "interrupted")
 REPLAY_BATCH_BYTES = 256 * 1024  # replay writes batches this large (or one exchange)
 MAX_BACKLOG_BYTES = 256 * 1024 * 1024  # serve.yaml max_record_backlog_bytes
 RETRY_AFTER_S = 5  # what a refused caller is told to wait
@@ -377,8 +380,8 @@ class Recorder:
         self._journal_done = 0  # journal bytes the writer process has stored
         url = store.reopen_url()
         if writer == "process" and self.journal is not None and url is not None:
-            self.process = WriterProcess(url, root, self._reported, self._live_names)
-            self.journal.on_segment = lambda seg: self._tell(seg.path.name)
+            process = self.process = WriterProcess(url, root, self._reported, self._live_names)
+            self.journal.on_segment = lambda seg: process.add(seg.path.name)
         elif writer not in ("process", "thread"):
             raise ValueError(f"unknown record writer {writer!r}: process or thread")
 
@@ -390,10 +393,6 @@ class Recorder:
             self.process.start()
 
     # ------------------------------------------------------------ the writer process
-
-    def _tell(self, name: str) -> None:
-        if self.process is not None:
-            self.process.add(name)
 
     def _live_names(self) -> list[str]:
         return [seg.path.name for seg in self.journal.live()] if self.journal else []
@@ -579,7 +578,7 @@ class Recorder:
             pending: list[Exchange] = []
             size = 0
             for rid in part:
-                if have.get(rid) in ("complete", "interrupted"):
+                if have.get(rid) in FINAL_STATES:
                     continue
                 try:
                     ex = from_journal(journal.load(fd, spans[rid]))
