@@ -47,14 +47,19 @@ when streaming), then measures, with wrk as the load generator:
 
 Reports latency p50/p99 at concurrency 1 (and added vs direct), requests/s and p99 at
 concurrency 16, and streaming time-to-first-chunk, and prints reef's ratios against the
-bare relay (the Responses rows: against the bare relay on the same run). A row whose wrk
-output cannot be parsed says so; the bench goes on.
+bare relay (the Responses rows: against the bare relay on the same run). The last two
+columns are the CPU time each target's process used per request during its c=16 run, and
+that of the processes it started (reef serve's record writer): on two cores shared by wrk,
+the upstream and the target, a row's throughput is bound by the CPU every process of the
+run spends per request, and these say where it goes. A row whose wrk output cannot be
+parsed says so; the bench goes on.
 Figures go in docs/performance.md; they are not test assertions.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -551,6 +556,66 @@ def litellm_binary(cache: Path) -> str:
     return str(binary)
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def helpers_of(pid: int) -> list[int]:
+    """The processes ``pid`` started that still run (reef serve's record writer)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def cpu_of(pid: int | None) -> tuple[float, dict[int, float]] | None:
+    """CPU seconds used so far by ``pid`` and by each of its helpers; None without /proc."""
+    if pid is None:
+        return None
+    try:
+        helpers = {}
+        for child in helpers_of(pid):
+            with contextlib.suppress(OSError):
+                helpers[child] = cpu_seconds(child)
+        return cpu_seconds(pid), helpers
+    except OSError:
+        return None
+
+
+def per_request(
+    before: tuple[float, dict[int, float]] | None,
+    after: tuple[float, dict[int, float]] | None,
+    requests: float,
+) -> tuple[float | None, float | None]:
+    """Microseconds of CPU per request between two ``cpu_of`` readings: the target's own
+    process, and its helpers (those alive at both readings). Under load on two shared
+    cores these move less than throughput does: they do not count waiting for a core."""
+    if before is None or after is None or requests <= 0:
+        return None, None
+    helpers = sum(t - before[1][pid] for pid, t in after[1].items() if pid in before[1])
+    return 1e6 * (after[0] - before[0]) / requests, 1e6 * helpers / requests
+
+
+def cpu_lines(results: dict[str, dict[str, float | None]]) -> list[str]:
+    """CPU per request at c=16 of the reef rows against the bare relay's process."""
+    relay = (results.get("bare relay") or {}).get("cpu16")
+    if not relay:
+        return []
+    out = []
+    for name, r in results.items():
+        own, helpers = r.get("cpu16"), r.get("helpers16")
+        if not name.startswith("reef") or own is None or r.get("p50") is None:
+            continue
+        line = f"CPU per request at c=16, {name} / bare relay: {own / relay:.2f} (serving process)"
+        if helpers:
+            line += f", {(own + helpers) / relay:.2f} with its record writer"
+        out.append(line)
+    return out
+
+
 def median_of(samples: list[dict[str, float | None]], key: str) -> float | None:
     values = [s[key] for s in samples if s.get(key) is not None]
     return statistics.median(values) if values else None  # type: ignore[type-var]
@@ -732,11 +797,14 @@ def main() -> None:
         "PYTHONPATH": str(ROOT),
     }
 
+    pids: dict[int, int] = {}  # port -> the process serving it (for its CPU time)
+
     def start(cmd: list[str], port: int, **extra_env: str) -> subprocess.Popen:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**env, **extra_env}
         )
         procs.append(proc)
+        pids[port] = proc.pid
         wait_port(port, proc)
         return proc
 
@@ -905,7 +973,9 @@ def main() -> None:
                 url = f"http://127.0.0.1:{port}{path}"
                 try:
                     c1 = wrk(url, 1, args.duration, headers, luas[path])
+                    before = cpu_of(pids.get(port))
                     c16 = wrk(url, 16, args.duration, headers, luas[path])
+                    cpu = per_request(before, cpu_of(pids.get(port)), c16["rps"] * args.duration)
                 except RuntimeError as exc:
                     why_not[name] = str(exc).splitlines()[0]
                     print(f"{name}: sample dropped: {why_not[name]}", flush=True)
@@ -929,6 +999,8 @@ def main() -> None:
                         "rps16": c16["rps"],
                         "p99_16": c16["p99"],
                         "ttfc": ttfc,
+                        "cpu16": cpu[0],
+                        "helpers16": cpu[1],
                     }
                 )
             print(f"round {round_no + 1}/{args.rounds} done", flush=True)
@@ -939,7 +1011,7 @@ def main() -> None:
                 continue
             results[name] = {
                 key: median_of(samples[name], key)
-                for key in ("p50", "p99", "rps16", "p99_16", "ttfc")
+                for key in ("p50", "p99", "rps16", "p99_16", "ttfc", "cpu16", "helpers16")
             }
             try:
                 slow = SLOW_RESPONSES_BODY if target.responses else SLOW_BODY
@@ -972,7 +1044,8 @@ def main() -> None:
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(
         f"{'target':<22} {'p50 ms':>8} {'+p50 ms':>8} {'p99 ms':>8} {'+p99 ms':>8} "
-        f"{'c=16 req/s':>11} {'c=16 p99':>9} {'TTFC ms':>8} {'+TTFC':>7} streamed"
+        f"{'c=16 req/s':>11} {'c=16 p99':>9} {'TTFC ms':>8} {'+TTFC':>7} streamed "
+        f"{'CPU us/req':>10} {'+helpers':>9}"
     )
     for name, r in results.items():
         shown = {None: "n/a", 0.0: "NO"}.get(r.get("streamed"), "yes")
@@ -981,7 +1054,8 @@ def main() -> None:
             f"{name:<22} {fmt(r['p50'], '8.3f')} {fmt(diff(r['p50'], ref.get('p50')), '8.3f')} "
             f"{fmt(r['p99'], '8.3f')} {fmt(diff(r['p99'], ref.get('p99')), '8.3f')} "
             f"{fmt(r['rps16'], '11.0f')} {fmt(r['p99_16'], '9.3f')} {fmt(r['ttfc'], '8.3f')} "
-            f"{fmt(diff(r['ttfc'], ref.get('ttfc')), '7.3f')} {shown}"
+            f"{fmt(diff(r['ttfc'], ref.get('ttfc')), '7.3f')} {shown:<8} "
+            f"{fmt(r.get('cpu16'), '10.1f')} {fmt(r.get('helpers16'), '9.1f')}"
         )
     for name, reason in why_not.items():
         if name not in results:
@@ -1008,6 +1082,8 @@ def main() -> None:
         f"p99 c=1, reef / bare relay: {reef['p99']:.3f} / {b['p99']:.3f} ms; "
         f"c=16: {fmt(reef['p99_16'], '.3f')} / {fmt(b['p99_16'], '.3f')} ms"
     )
+    for line in cpu_lines(results):
+        print(line)
     loop = results.get("reef: live-loop")
     if loop and loop["p50"] is not None and loop["rps16"]:
         added_l = loop["p50"] - d["p50"]  # type: ignore[operator]

@@ -164,3 +164,55 @@ def test_the_bare_relay_with_a_responses_route(tmp_path: Path) -> None:
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def test_cpu_of_reads_a_process_and_the_helpers_it_started() -> None:
+    import os
+    import subprocess
+    import sys
+
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; subprocess.run([sys.executable, '-c', {busy!r}])",
+        ]
+    )
+    try:
+        for _ in range(200):  # until the helper is there
+            reading = bench.cpu_of(parent.pid)
+            if reading is not None and reading[1]:
+                break
+            subprocess.run(["sleep", "0.01"], check=True)
+        assert reading is not None and len(reading[1]) == 1
+        parent.wait(30)
+    finally:
+        parent.kill()
+    assert bench.cpu_of(None) is None
+    assert bench.cpu_of(os.getpid()) is not None
+
+
+def test_per_request_splits_own_and_helper_time() -> None:
+    before = (1.0, {7: 2.0, 8: 5.0})
+    after = (1.5, {7: 2.25, 9: 1.0})  # 8 ended, 9 is new: neither is counted
+    own, helpers = bench.per_request(before, after, 1000)
+    assert own == pytest.approx(500.0)
+    assert helpers == pytest.approx(250.0)
+    assert bench.per_request(None, after, 1000) == (None, None)
+    assert bench.per_request(before, after, 0) == (None, None)
+
+
+def test_cpu_lines_compare_reef_rows_with_the_relay() -> None:
+    results = {
+        "bare relay": {"p50": 0.5, "cpu16": 400.0, "helpers16": 0.0},
+        "reef serve": {"p50": 0.7, "cpu16": 600.0, "helpers16": 200.0},
+        "reef: no-record": {"p50": 0.6, "cpu16": 500.0, "helpers16": 0.0},
+        "nginx": {"p50": 0.3, "cpu16": 100.0, "helpers16": 0.0},
+    }
+    assert bench.cpu_lines(results) == [
+        "CPU per request at c=16, reef serve / bare relay: 1.50 (serving process), "
+        "2.00 with its record writer",
+        "CPU per request at c=16, reef: no-record / bare relay: 1.25 (serving process)",
+    ]
+    assert bench.cpu_lines({"reef serve": results["reef serve"]}) == []

@@ -44,7 +44,7 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def stat_key(path: Path) -> tuple[int, int, int] | None:
+def stat_key(path: str | Path) -> tuple[int, int, int] | None:
     """``(inode, mtime_ns, size)`` of ``path``, None when it is missing: a cheap "has this
     file changed" key (a rename onto it changes the inode even within one mtime tick)."""
     try:

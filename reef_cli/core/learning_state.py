@@ -158,7 +158,7 @@ def probe(store: Store, scenario: str, scenario_dir: Path, mark_name: str) -> li
     which scoring needs anyway)."""
     return [
         *store.probe(scenario),
-        scenarios.chain_key(scenario_dir / scenarios.CHAIN_DIR),
+        scenarios.chain_key(scenarios.chain_ref_files(scenario_dir / scenarios.CHAIN_DIR)),
         store.mark_version(scenario, mark_name),
     ]
 

@@ -149,12 +149,16 @@ class RawJSON(str):
     """Text that is already JSON: stored as is, without decoding and re-encoding."""
 
 
+# one encoder, made once: ``json.dumps`` with options builds a new one on every call
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _dump(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, RawJSON):
         return str(value)
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _encode(value)
 
 
 def record_values(rec: Record) -> tuple[Any, ...]:

@@ -70,10 +70,16 @@ class Scenario:
 ChainKey = tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]
 
 
-def chain_key(chain_dir: Path) -> ChainKey:
+def chain_ref_files(chain_dir: Path) -> tuple[str, str]:
+    """The two files whose change means the chain moved, as strings: ``chain_key`` on
+    them stats without building a path (the proxy checks them on every request)."""
+    return (str(chain_dir / paths.CHAIN_REF), str(chain_dir / "packed-refs"))
+
+
+def chain_key(ref_files: tuple[str, str]) -> ChainKey:
     """Changes whenever the chain's ref moves (a publish, promote or rollback by any
     process: git writes a new ref file and renames it in); two stats, no git."""
-    return (stat_key(chain_dir / paths.CHAIN_REF), stat_key(chain_dir / "packed-refs"))
+    return (stat_key(ref_files[0]), stat_key(ref_files[1]))
 
 
 def chain_dir_of(name: str) -> Path:

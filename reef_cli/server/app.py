@@ -37,6 +37,7 @@ from reef_cli.server.proxy import Proxy
 from reef_cli.server.recorder import ROUTES, Recorder
 from reef_cli.server.release_cache import ReleaseCache
 from reef_cli.server.remote_sync import RemoteSync
+from reef_cli.server.request_headers import ProxyRequest
 from reef_cli.server.retention_task import RetentionTask
 from reef_cli.server.serve_config import ServeConfig
 from reef_cli.server.upstream import Upstream
@@ -69,7 +70,7 @@ class ReefApp:
             endpoint = self.fast.get((scope["method"], scope["path"]))
             if endpoint is not None:
                 try:
-                    response = await endpoint(Request(scope, receive))
+                    response = await endpoint(ProxyRequest(scope, receive))
                 except Exception as exc:  # never a stack trace to the client
                     log.error("internal error on %s: %s", scope["path"], type(exc).__name__)
                     response = _error(500, "internal error in reef serve (see the server log)")

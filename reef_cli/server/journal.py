@@ -75,8 +75,12 @@ class Segment:
         return self.retired and self.closed >= self.opened
 
 
+# one encoder, made once: ``json.dumps`` with options builds a new one on every call
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _header(meta: dict[str, Any], sizes: list[int]) -> bytes:
-    head = json.dumps({**meta, "n": sizes}, separators=(",", ":")).encode()
+    head = _encode({**meta, "n": sizes}).encode()
     return _MARK + str(len(head)).encode() + b" " + head
 
 

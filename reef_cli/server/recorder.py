@@ -136,12 +136,16 @@ def _end(ex: Exchange, kind: str) -> dict[str, Any]:
     }
 
 
+# one encoder, made once: ``json.dumps`` with options builds a new one on every call
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _bytes(data: bytes | dict[str, Any] | None) -> bytes:
     if data is None:
         return b""
     if isinstance(data, bytes):
         return data
-    return json.dumps(data, separators=(",", ":")).encode()
+    return _encode(data).encode()
 
 
 def session_of(header: str | None, request: Any) -> str | None:

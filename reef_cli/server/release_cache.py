@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from reef_cli.core import scenarios
 from reef_cli.core.scenarios import ChainKey
@@ -53,19 +52,18 @@ class Releases:
         return number, None
 
 
-def load(scenario: str) -> tuple[Releases, Path]:
+def load(scenario: str) -> Releases:
     """The scenario's served and latest release numbers; ``ScenarioNotFound`` if unknown."""
-    found = scenarios.get(scenario)
-    releases = found.chain().releases()
+    releases = scenarios.get(scenario).chain().releases()
     served = next((r.number for r in reversed(releases) if r.meta.status == "live"), None)
-    return Releases(served, releases[-1].number if releases else None), found.chain_dir
+    return Releases(served, releases[-1].number if releases else None)
 
 
 @dataclass
 class _Entry:
     value: Releases
     key: ChainKey
-    chain_dir: Path
+    ref_files: tuple[str, str]  # what ``key`` is read from (scenarios.chain_ref_files)
     loaded_at: float
 
 
@@ -89,7 +87,7 @@ class ReleaseCache:
         """``ScenarioNotFound`` for an unknown scenario."""
         hit = self._values.get(scenario)
         if hit is not None:
-            if scenarios.chain_key(hit.chain_dir) == hit.key:
+            if scenarios.chain_key(hit.ref_files) == hit.key:
                 if time.monotonic() - hit.loaded_at >= self.ttl and scenario not in self._loading:
                     self._start_load(scenario).add_done_callback(_quiet)
                 return hit.value
@@ -104,9 +102,9 @@ class ReleaseCache:
 
         def read() -> _Entry:
             # the key before reading: a publish meanwhile shows as a change
-            key = scenarios.chain_key(scenarios.chain_dir_of(scenario))
-            value, chain_dir = load(scenario)
-            return _Entry(value, key, chain_dir, time.monotonic())
+            ref_files = scenarios.chain_ref_files(scenarios.chain_dir_of(scenario))
+            key = scenarios.chain_key(ref_files)
+            return _Entry(load(scenario), key, ref_files, time.monotonic())
 
         async def run() -> None:
             try:
