@@ -28,6 +28,7 @@ from typing import Any
 
 from reef_cli.core import paths
 from reef_cli.core.clock import now_iso
+from reef_cli.core.compact_json import unicode_compact
 from reef_cli.core.errors import ReefError
 
 DB_NAME = "records.sqlite3"
@@ -149,16 +150,12 @@ class RawJSON(str):
     """Text that is already JSON: stored as is, without decoding and re-encoding."""
 
 
-# one encoder, made once: ``json.dumps`` with options builds a new one on every call
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
 def _dump(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, RawJSON):
         return str(value)
-    return _encode(value)
+    return unicode_compact(value)
 
 
 def record_values(rec: Record) -> tuple[Any, ...]:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reef_cli.core.compact_json import ascii_compact
 from reef_cli.core.store.base import JOURNAL_DIR_NAME
 
 log = logging.getLogger("reef.serve")
@@ -75,12 +76,8 @@ class Segment:
         return self.retired and self.closed >= self.opened
 
 
-# one encoder, made once: ``json.dumps`` with options builds a new one on every call
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def _header(meta: dict[str, Any], sizes: list[int]) -> bytes:
-    head = _encode({**meta, "n": sizes}).encode()
+    head = ascii_compact({**meta, "n": sizes}).encode()
     return _MARK + str(len(head)).encode() + b" " + head
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reef_cli.core.compact_json import ascii_compact
 from reef_cli.core.errors import ServeError
 from reef_cli.core.records import RawJSON, Record, now_iso
 from reef_cli.core.store import Store
@@ -136,16 +137,12 @@ def _end(ex: Exchange, kind: str) -> dict[str, Any]:
     }
 
 
-# one encoder, made once: ``json.dumps`` with options builds a new one on every call
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def _bytes(data: bytes | dict[str, Any] | None) -> bytes:
     if data is None:
         return b""
     if isinstance(data, bytes):
         return data
-    return _encode(data).encode()
+    return ascii_compact(data).encode()
 
 
 def session_of(header: str | None, request: Any) -> str | None:

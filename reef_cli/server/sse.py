@@ -7,10 +7,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from reef_cli.core.compact_json import ascii_compact
+
 
 def encode(data: Any, event: str | None = None) -> bytes:
     """One SSE event; ``data`` is JSON-encoded unless it is already ``str``."""
-    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    text = data if isinstance(data, str) else ascii_compact(data)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n".encode()
 
